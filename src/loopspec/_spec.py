@@ -1,0 +1,591 @@
+"""Load and validate the normative spec (``spec/loop.toml``) into frozen, typed objects.
+
+A malformed spec is rejected with a :class:`SpecError` that names the offending entry, its
+field and, when it can be found, the line of the file ("spec/loop.toml:412: transition T12:
+dest: unknown state 'nowhere'"). Structural checks follow the diagram tools of
+python-statemachine: an unreachable state, a non-terminal trap state or a terminal state with
+an exit is a definition error, not a warning.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = [
+    "Code",
+    "Guard",
+    "Effect",
+    "Invariant",
+    "Rule",
+    "Spec",
+    "SpecError",
+    "State",
+    "StopReason",
+    "Transition",
+    "default_spec_path",
+    "load_rules",
+    "load_spec",
+    "parse_spec",
+]
+
+CODE_KINDS: Final = ("violation", "failure", "limit")
+NEXT_ACTIONS: Final = ("FIX_INPUT", "STOP", "RETRY_WITH_BUDGET")
+STATUSES: Final = ("COMPLETED", "TRUNCATED", "REJECTED", "FAILED", "CANCELLED")
+_RULE_ID = re.compile(r"^R\d+$")
+_INV_ID = re.compile(r"^INV-[A-Z0-9-]+$")
+_IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
+_UPPER = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+class SpecError(ValueError):
+    """A definition error in the spec. ``entry`` names what is wrong, ``field`` where."""
+
+    def __init__(
+        self, message: str, *, entry: str = "", field: str = "", path: str = "", line: int = 0
+    ) -> None:
+        self.message = message
+        self.entry = entry
+        self.field = field
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}: " if path and line else (f"{path}: " if path else "")
+        what = f"{entry}: " if entry else ""
+        fld = f"{field}: " if field else ""
+        super().__init__(f"{where}{what}{fld}{message}")
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    id: str
+    phase: str
+    doc: str
+    initial: bool = False
+    status: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase == "terminal"
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    id: str
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    id: str
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    id: str
+    kind: str
+    next_action: str
+    stop_reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StopReason:
+    id: str
+    status: str
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    id: str
+    name: str
+    trigger: str
+    sources: tuple[str, ...]
+    dest: str
+    when: tuple[str, ...] = ()
+    unless: tuple[str, ...] = ()
+    effect: str | None = None
+    code: str | None = None
+    stop_reason: str | None = None
+    escalates: str | None = None
+    rules: tuple[str, ...] = ()
+
+    @property
+    def guards(self) -> tuple[str, ...]:
+        return self.when + self.unless
+
+    def guard_label(self) -> str:
+        """Guards in the bracket notation used by the diagrams: ``[a ∧ ¬b]``."""
+        parts = [*self.when, *(f"¬{g}" for g in self.unless)]
+        return "[" + " ∧ ".join(parts) + "]" if parts else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Invariant:
+    id: str
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A numbered rule of SPEC.md: its id, strength (MUST/SHOULD), title and cited invariants."""
+
+    id: str
+    strength: str
+    title: str
+    invariants: tuple[str, ...]
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    name: str
+    version: str
+    phases: tuple[str, ...]
+    states: tuple[State, ...]
+    guards: tuple[Guard, ...]
+    effects: tuple[Effect, ...]
+    codes: tuple[Code, ...]
+    stop_reasons: tuple[StopReason, ...]
+    transitions: tuple[Transition, ...]
+    invariants: tuple[Invariant, ...]
+    modes: Mapping[str, tuple[str, ...]]
+    defaults: Mapping[str, Mapping[str, Any]]
+    path: str = ""
+    _index: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- lookups -------------------------------------------------------------------------
+    @property
+    def initial(self) -> State:
+        return next(s for s in self.states if s.initial)
+
+    @property
+    def terminal_states(self) -> tuple[State, ...]:
+        return tuple(s for s in self.states if s.terminal)
+
+    def state(self, sid: str) -> State:
+        return self._index["state"][sid]  # type: ignore[no-any-return]
+
+    def code(self, cid: str) -> Code:
+        return self._index["code"][cid]  # type: ignore[no-any-return]
+
+    def stop_reason(self, rid: str) -> StopReason:
+        return self._index["stop_reason"][rid]  # type: ignore[no-any-return]
+
+    def transition(self, tid: str) -> Transition:
+        return self._index["transition"][tid]  # type: ignore[no-any-return]
+
+    def codes_of_kind(self, kind: str) -> tuple[Code, ...]:
+        return tuple(c for c in self.codes if c.kind == kind)
+
+    def group(self, source: str, trigger: str) -> tuple[Transition, ...]:
+        """The transitions leaving ``source`` on ``trigger``, in evaluation order (rule R0)."""
+        return tuple(t for t in self.transitions if source in t.sources and t.trigger == trigger)
+
+    def triggers_from(self, source: str) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for t in self.transitions:
+            if source in t.sources:
+                seen.setdefault(t.trigger, None)
+        return tuple(seen)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The machine as a plain dict (the shape of transitions' ``MarkupMachine.markup``)."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "initial": self.initial.id,
+            "states": [
+                {"name": s.id, "phase": s.phase, "status": s.status, "doc": s.doc}
+                for s in self.states
+            ],
+            "transitions": [
+                {
+                    "id": t.id,
+                    "name": t.name,
+                    "trigger": t.trigger,
+                    "source": list(t.sources),
+                    "dest": t.dest,
+                    "conditions": list(t.when),
+                    "unless": list(t.unless),
+                    "after": t.effect,
+                    "code": t.code,
+                    "stop_reason": t.stop_reason,
+                    "escalates": t.escalates,
+                    "rules": list(t.rules),
+                }
+                for t in self.transitions
+            ],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def default_spec_path() -> Path:
+    """The spec shipped with loopspec: the repository's ``spec/loop.toml`` or the packaged copy."""
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[2] / "spec" / "loop.toml", here.parent / "spec" / "loop.toml"):
+        if candidate.is_file():
+            return candidate
+    raise SpecError("cannot find spec/loop.toml next to the loopspec package")
+
+
+_CACHE: dict[str, Spec] = {}
+
+
+def load_spec(path: str | Path | None = None) -> Spec:
+    """Load and validate a spec file (default: the shipped one). Results are cached per path."""
+    p = Path(path) if path is not None else default_spec_path()
+    key = str(p.resolve())
+    if key in _CACHE:
+        return _CACHE[key]
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read the spec: {exc.strerror}", path=str(p)) from None
+    spec = parse_spec(text, path=str(p))
+    _CACHE[key] = spec
+    return spec
+
+
+def _table_lines(text: str) -> dict[tuple[str, str], int]:
+    """Map (table, id) -> 1-based line of the entry's ``id = "..."`` line."""
+    lines: dict[tuple[str, str], int] = {}
+    table = ""
+    header = re.compile(r"^\s*\[\[\s*([A-Za-z_]+)\s*\]\]")
+    idline = re.compile(r'^\s*id\s*=\s*"([^"]*)"')
+    for n, line in enumerate(text.splitlines(), start=1):
+        if m := header.match(line):
+            table = m.group(1)
+        elif m := idline.match(line):
+            lines.setdefault((table, m.group(1)), n)
+    return lines
+
+
+class _Ctx:
+    def __init__(self, text: str, path: str) -> None:
+        self.path = path
+        self.lines = _table_lines(text)
+
+    def error(self, table: str, eid: str, fld: str, message: str) -> SpecError:
+        return SpecError(
+            message,
+            entry=f"{table} {eid}" if eid else table,
+            field=fld,
+            path=self.path,
+            line=self.lines.get((table, eid), 0),
+        )
+
+
+def _entries(ctx: _Ctx, doc: Mapping[str, Any], table: str) -> list[dict[str, Any]]:
+    raw = doc.get(table, [])
+    if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
+        raise ctx.error(table, "", "", f"expected an array of tables [[{table}]]")
+    seen: dict[str, None] = {}
+    for i, entry in enumerate(raw):
+        eid = entry.get("id")
+        if not isinstance(eid, str) or not eid:
+            raise ctx.error(table, f"#{i + 1}", "id", "missing or non-string id")
+        if eid in seen:
+            raise ctx.error(table, eid, "id", f"duplicate id {eid!r}")
+        seen[eid] = None
+    return raw
+
+
+def _str(ctx: _Ctx, table: str, e: Mapping[str, Any], key: str, *, required: bool = True) -> str:
+    v = e.get(key)
+    if v is None and not required:
+        return ""
+    if not isinstance(v, str) or (required and not v):
+        raise ctx.error(table, str(e.get("id", "")), key, "missing or not a non-empty string")
+    return v
+
+
+def _strs(ctx: _Ctx, table: str, e: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    v = e.get(key, [])
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise ctx.error(table, str(e.get("id", "")), key, "expected a list of strings")
+    return tuple(v)
+
+
+def _known(ctx: _Ctx, table: str, eid: str, fld: str, value: str, known: Iterable[str], what: str) -> None:
+    if value not in set(known):
+        raise ctx.error(table, eid, fld, f"unknown {what} {value!r}")
+
+
+def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
+    """Parse and validate spec text. Raises :class:`SpecError` naming the bad entry."""
+    ctx = _Ctx(text, path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise SpecError(f"not valid TOML: {exc}", path=path, line=int(m.group(1)) if m else 0) from None
+
+    meta = doc.get("meta", {})
+    if not isinstance(meta, dict):
+        raise ctx.error("meta", "", "", "expected a table")
+    phases = _strs(ctx, "meta", meta, "phases")
+    if "terminal" not in phases:
+        raise ctx.error("meta", "", "phases", "must include 'terminal'")
+
+    # -- states --------------------------------------------------------------------------
+    states: list[State] = []
+    for e in _entries(ctx, doc, "state"):
+        sid = e["id"]
+        if not _IDENT.match(sid):
+            raise ctx.error("state", sid, "id", "state ids are lower_snake_case")
+        phase = _str(ctx, "state", e, "phase")
+        _known(ctx, "state", sid, "phase", phase, phases, "phase")
+        status = e.get("status")
+        if phase == "terminal":
+            if status not in STATUSES:
+                raise ctx.error("state", sid, "status", f"a terminal state needs a status in {STATUSES}")
+        elif status is not None:
+            raise ctx.error("state", sid, "status", "only terminal states carry a status")
+        initial = e.get("initial", False)
+        if not isinstance(initial, bool):
+            raise ctx.error("state", sid, "initial", "expected true or false")
+        states.append(State(sid, phase, _str(ctx, "state", e, "doc"), initial, status))
+    initials = [s for s in states if s.initial]
+    if len(initials) != 1:
+        raise ctx.error("state", "", "initial", f"exactly one initial state is required, found {len(initials)}")
+    if initials[0].terminal:
+        raise ctx.error("state", initials[0].id, "initial", "the initial state cannot be terminal")
+    statuses = [s.status for s in states if s.terminal]
+    for st in STATUSES:
+        if statuses.count(st) != 1:
+            raise ctx.error("state", "", "status", f"status {st} needs exactly one terminal state, found {statuses.count(st)}")
+
+    guards = tuple(Guard(e["id"], _str(ctx, "guard", e, "doc")) for e in _entries(ctx, doc, "guard"))
+    effects = tuple(Effect(e["id"], _str(ctx, "effect", e, "doc")) for e in _entries(ctx, doc, "effect"))
+    for g in guards:
+        if not _IDENT.match(g.id):
+            raise ctx.error("guard", g.id, "id", "guard ids are lower_snake_case")
+
+    stop_reasons: list[StopReason] = []
+    for e in _entries(ctx, doc, "stop_reason"):
+        st = _str(ctx, "stop_reason", e, "status")
+        _known(ctx, "stop_reason", e["id"], "status", st, STATUSES, "status")
+        stop_reasons.append(StopReason(e["id"], st, _str(ctx, "stop_reason", e, "doc")))
+    reason_ids = {r.id for r in stop_reasons}
+
+    codes: list[Code] = []
+    for e in _entries(ctx, doc, "code"):
+        cid = e["id"]
+        if not _UPPER.match(cid):
+            raise ctx.error("code", cid, "id", "codes are UPPER_SNAKE_CASE")
+        kind = _str(ctx, "code", e, "kind")
+        _known(ctx, "code", cid, "kind", kind, CODE_KINDS, "kind")
+        na = _str(ctx, "code", e, "next_action")
+        _known(ctx, "code", cid, "next_action", na, NEXT_ACTIONS, "next action")
+        sr = _str(ctx, "code", e, "stop_reason")
+        _known(ctx, "code", cid, "stop_reason", sr, reason_ids, "stop reason")
+        codes.append(Code(cid, kind, na, sr, _str(ctx, "code", e, "message")))
+
+    invariants: list[Invariant] = []
+    for e in _entries(ctx, doc, "invariant"):
+        if not _INV_ID.match(e["id"]):
+            raise ctx.error("invariant", e["id"], "id", "invariant ids look like INV-NAME")
+        invariants.append(Invariant(e["id"], _str(ctx, "invariant", e, "doc")))
+
+    # -- transitions ---------------------------------------------------------------------
+    state_ids = {s.id for s in states}
+    by_id = {s.id: s for s in states}
+    guard_ids = {g.id for g in guards}
+    effect_ids = {f.id for f in effects}
+    code_ids = {c.id for c in codes}
+    transitions: list[Transition] = []
+    names: set[str] = set()
+    for e in _entries(ctx, doc, "transition"):
+        tid = e["id"]
+        name = _str(ctx, "transition", e, "name")
+        if name in names:
+            raise ctx.error("transition", tid, "name", f"duplicate transition name {name!r}")
+        names.add(name)
+        trigger = _str(ctx, "transition", e, "trigger")
+        if not _IDENT.match(trigger):
+            raise ctx.error("transition", tid, "trigger", "triggers are lower_snake_case")
+        sources = _strs(ctx, "transition", e, "source")
+        if not sources:
+            raise ctx.error("transition", tid, "source", "missing source state")
+        for s in sources:
+            _known(ctx, "transition", tid, "source", s, state_ids, "state")
+            if by_id[s].terminal:
+                raise ctx.error("transition", tid, "source", f"terminal state {s!r} cannot have an exit")
+        dest = _str(ctx, "transition", e, "dest")
+        _known(ctx, "transition", tid, "dest", dest, state_ids, "state")
+        when = _strs(ctx, "transition", e, "when")
+        unless = _strs(ctx, "transition", e, "unless")
+        for g in when + unless:
+            _known(ctx, "transition", tid, "when/unless", g, guard_ids, "guard")
+        effect = e.get("effect")
+        if effect is not None:
+            _known(ctx, "transition", tid, "effect", effect, effect_ids, "effect")
+        code = e.get("code")
+        if code is not None:
+            _known(ctx, "transition", tid, "code", code, code_ids, "code")
+        sr = e.get("stop_reason")
+        esc = e.get("escalates")
+        if sr is not None:
+            _known(ctx, "transition", tid, "stop_reason", sr, reason_ids, "stop reason")
+        if esc is not None:
+            _known(ctx, "transition", tid, "escalates", esc, CODE_KINDS, "code kind")
+        rules = _strs(ctx, "transition", e, "rules")
+        for r in rules:
+            if not _RULE_ID.match(r):
+                raise ctx.error("transition", tid, "rules", f"rule ids look like R12, got {r!r}")
+        d = by_id[dest]
+        if d.terminal:
+            if (sr is None) == (esc is None):
+                raise ctx.error("transition", tid, "stop_reason", "a transition into a terminal state needs exactly one of stop_reason / escalates")
+            if sr is not None and {r.id: r for r in stop_reasons}[sr].status != d.status:
+                raise ctx.error("transition", tid, "stop_reason", f"stop reason {sr} has status {[r.status for r in stop_reasons if r.id == sr][0]}, but {dest!r} is {d.status}")
+            if esc is not None:
+                for c in codes:
+                    if c.kind == esc and {r.id: r for r in stop_reasons}[c.stop_reason].status != d.status:
+                        raise ctx.error("transition", tid, "escalates", f"code {c.id} ({esc}) stops with {c.stop_reason}, whose status is not {d.status}")
+        elif sr is not None or esc is not None:
+            raise ctx.error("transition", tid, "stop_reason", "only transitions into terminal states carry a stop reason")
+        transitions.append(
+            Transition(tid, name, trigger, sources, dest, when, unless, effect, code, sr, esc, rules)
+        )
+
+    # Fallback (unguarded) transitions come last in their (source, trigger) group.
+    groups: dict[tuple[str, str], list[Transition]] = {}
+    for t in transitions:
+        for s in t.sources:
+            groups.setdefault((s, t.trigger), []).append(t)
+    for (s, trig), ts in groups.items():
+        for i, t in enumerate(ts):
+            if not t.guards and i != len(ts) - 1:
+                raise ctx.error("transition", t.id, "when", f"unguarded fallback must be the last transition from {s!r} on {trig!r}; {ts[i + 1].id} can never fire")
+
+    # Every declared guard and effect is used (a dead declaration is a definition error).
+    used_guards = {g for t in transitions for g in t.guards}
+    for g in guards:
+        if g.id not in used_guards:
+            raise ctx.error("guard", g.id, "id", "declared but used by no transition")
+    used_effects = {t.effect for t in transitions}
+    for f in effects:
+        if f.id not in used_effects:
+            raise ctx.error("effect", f.id, "id", "declared but used by no transition")
+
+    # Reachability from the initial state; every non-terminal state must reach a terminal one.
+    succ: dict[str, set[str]] = {s.id: set() for s in states}
+    for t in transitions:
+        for s in t.sources:
+            succ[s].add(t.dest)
+    reach = _closure({initials[0].id}, succ)
+    for s in states:
+        if s.id not in reach:
+            raise ctx.error("state", s.id, "id", f"unreachable from the initial state {initials[0].id!r}")
+    terminal_ids = {s.id for s in states if s.terminal}
+    for s in states:
+        if s.terminal:
+            continue
+        if not succ[s.id]:
+            raise ctx.error("state", s.id, "id", "non-terminal trap state: no transition leaves it")
+        if not (_closure({s.id}, succ) & terminal_ids):
+            raise ctx.error("state", s.id, "id", "non-terminal trap: no terminal state is reachable from it")
+
+    modes_raw = doc.get("modes", {})
+    modes = {k: tuple(v) for k, v in modes_raw.items()} if isinstance(modes_raw, dict) else {}
+    for key in ("mode", "on_limit"):
+        if key not in modes:
+            raise ctx.error("modes", "", key, "missing")
+    defaults = doc.get("defaults", {})
+    if not isinstance(defaults, dict) or not {"batch", "loop"} <= set(defaults):
+        raise ctx.error("defaults", "", "", "needs [defaults.batch] and [defaults.loop]")
+
+    spec = Spec(
+        name=_str(ctx, "meta", meta, "name"),
+        version=_str(ctx, "meta", meta, "spec_version"),
+        phases=phases,
+        states=tuple(states),
+        guards=guards,
+        effects=effects,
+        codes=tuple(codes),
+        stop_reasons=tuple(stop_reasons),
+        transitions=tuple(transitions),
+        invariants=tuple(invariants),
+        modes=modes,
+        defaults=defaults,
+        path=path,
+    )
+    spec._index.update(
+        state={s.id: s for s in states},
+        code={c.id: c for c in codes},
+        stop_reason={r.id: r for r in stop_reasons},
+        transition={t.id: t for t in transitions},
+    )
+    return spec
+
+
+def _closure(start: set[str], succ: Mapping[str, set[str]]) -> set[str]:
+    seen = set(start)
+    todo = list(start)
+    while todo:
+        for n in succ.get(todo.pop(), ()):
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen
+
+
+# --------------------------------------------------------------------------------------------
+# SPEC.md rules
+# --------------------------------------------------------------------------------------------
+
+_RULE_HEAD = re.compile(r"^#{2,4}\s+(R\d+)\s+\((MUST|SHOULD|MAY)\)\s+(.+?)\s*$")
+_CHECKS = re.compile(r"^\s*Checked by:\s*(.+?)\s*$")
+
+
+def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tuple[Rule, ...]:
+    """Parse the numbered rules of SPEC.md and check that each cites known invariants.
+
+    A rule is a heading ``### R7 (MUST) title`` followed, within its section, by a line
+    ``Checked by: INV-A, INV-B`` (or ``Checked by: conformance vectors``).
+    """
+    p = Path(path) if path is not None else default_spec_path().with_name("SPEC.md")
+    text = p.read_text(encoding="utf-8")
+    spec = spec or load_spec()
+    inv_ids = {i.id for i in spec.invariants}
+    rules: list[Rule] = []
+    current: dict[str, Any] | None = None
+
+    def close() -> None:
+        if current is None:
+            return
+        if current["checks"] is None:
+            raise SpecError("rule has no 'Checked by:' line", entry=f"rule {current['id']}", path=str(p), line=current["line"])
+        rules.append(Rule(current["id"], current["strength"], current["title"], tuple(current["checks"]), current["line"]))
+
+    for n, line in enumerate(text.splitlines(), start=1):
+        if m := _RULE_HEAD.match(line):
+            close()
+            if any(r.id == m.group(1) for r in rules):
+                raise SpecError(f"duplicate rule id {m.group(1)}", entry=f"rule {m.group(1)}", path=str(p), line=n)
+            current = {"id": m.group(1), "strength": m.group(2), "title": m.group(3), "checks": None, "line": n}
+        elif line.startswith("#") and current is not None and not line.startswith("####"):
+            close()
+            current = None
+        elif current is not None and (m := _CHECKS.match(line)):
+            cited = [c.strip().strip("`") for c in m.group(1).split(",")]
+            invs = [c for c in cited if c.startswith("INV-")]
+            for c in invs:
+                if c not in inv_ids:
+                    raise SpecError(f"cites unknown invariant {c}", entry=f"rule {current['id']}", path=str(p), line=n)
+            current["checks"] = invs
+    close()
+    return tuple(rules)
