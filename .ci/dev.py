@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Set up everything on a fresh machine (only python3 needed), then run a job.
+
+    python3 .ci/dev.py demo     # the main job: the demo of the whole product
+    python3 .ci/dev.py test     # the full test suite (what CI runs)
+    python3 .ci/dev.py loopspec ARGS...   # any loopspec command inside the project's venv
+
+The virtual environment lives in .venv/ and is rebuilt when pyproject.toml changes.
+For the test job, Graphviz's `dot` is installed with apt-get when it is missing and we are root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / "python"
+STAMP = VENV / ".loopspec-installed"
+
+
+def say(msg: str) -> None:
+    print(f"[dev] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], **kw: object) -> None:
+    subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
+
+
+def ensure_venv() -> None:
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.is_file() and STAMP.read_text().strip() == want and PY.exists():
+        return
+    if not PY.exists():
+        say("creating .venv")
+        run([sys.executable, "-m", "venv", str(VENV)])
+    say("installing loopspec and its test dependencies into .venv (first run only)")
+    run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--upgrade", "pip"])
+    run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", f"{ROOT}[test]"])
+    STAMP.write_text(want)
+
+
+def ensure_graphviz() -> None:
+    if shutil.which("dot"):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        say("installing Graphviz (apt-get install -y graphviz)")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, stdout=subprocess.DEVNULL)
+        run(["apt-get", "install", "-y", "-qq", "graphviz"], env=env, stdout=subprocess.DEVNULL)
+    else:
+        say("Graphviz `dot` is missing and cannot be installed here; tests that render SVG will be skipped")
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("demo", "test", "loopspec"):
+        print(__doc__)
+        return 2
+    os.chdir(ROOT)
+    ensure_venv()
+    job, rest = argv[0], argv[1:]
+    if job == "demo":
+        return subprocess.call([str(BIN / "loopspec"), "demo", *rest])
+    if job == "loopspec":
+        return subprocess.call([str(BIN / "loopspec"), *rest])
+    ensure_graphviz()
+    return subprocess.call([str(PY), "-m", "pytest", *rest])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

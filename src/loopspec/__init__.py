@@ -1,0 +1,51 @@
+"""loopspec: a formal spec, a reference engine and conformance tools for LLM tool-calling loops.
+
+The public vocabulary is small::
+
+    from loopspec import Tool, run_batch, run_loop, load_spec
+
+Everything else lives in private modules (``loopspec._core`` is the pure decision core).
+"""
+
+from ._core import Answer, Limits, Outcome, ToolDefinitionError
+from ._engine import (
+    BatchOutcome,
+    CancelToken,
+    EngineError,
+    RunOutcome,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    Turn,
+    run_batch,
+    run_loop,
+    tool,
+)
+from ._ledger import Ledger
+from ._spec import Spec, SpecError, load_rules, load_spec
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Answer",
+    "BatchOutcome",
+    "CancelToken",
+    "EngineError",
+    "Ledger",
+    "Limits",
+    "Outcome",
+    "RunOutcome",
+    "Spec",
+    "SpecError",
+    "Tool",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolFailure",
+    "Turn",
+    "__version__",
+    "load_rules",
+    "load_spec",
+    "run_batch",
+    "run_loop",
+    "tool",
+]

@@ -1,0 +1,50 @@
+"""``loopspec vectors``: run the conformance vectors through the reference engine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ._text import compact, paint, table, use_color
+from ._vectors import load_batch_vectors, run_batch_vector
+from .cli import EXIT_FOUND, EXIT_OK, UsageError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("vectors", help="run the spec's conformance vectors through the reference engine")
+    p.add_argument("--file", help="a batch vector file (default: spec/conformance/batch.json)")
+    p.add_argument("--case", action="append", default=[], help="run only this case id (repeatable)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    try:
+        doc = load_batch_vectors(args.file)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"cannot read vectors: {exc}") from None
+    cases = [c for c in doc["cases"] if not args.case or c["id"] in args.case]
+    if args.case and len(cases) != len(set(args.case)):
+        raise UsageError(f"unknown case id among {args.case}")
+    results = [run_batch_vector(c, doc.get("toolsets", {})) for c in cases]
+    failed = [r for r in results if not r.passed]
+    if args.format == "json":
+        print(json.dumps({
+            "cases": len(results), "failed": [r.case_id for r in failed],
+            "diffs": {r.case_id: r.diff() for r in failed},
+        }, indent=2))
+    else:
+        color = use_color()
+        rows = [
+            [r.case_id, paint("pass", "32", color) if r.passed else paint("FAIL", "31;1", color),
+             str(r.observed["executed"]), compact(r.observed["aborted"], 40)]
+            for r in results
+        ]
+        print(table(["case", "verdict", "executed", "aborted"], rows))
+        for r in failed:
+            print(f"\n{r.case_id}:")
+            for d in r.diff():
+                print(f"  {d}")
+        print(f"\n{len(results) - len(failed)}/{len(results)} vectors pass")
+    return EXIT_FOUND if failed else EXIT_OK
