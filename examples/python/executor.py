@@ -42,6 +42,14 @@ BUGS = {
     "lax-integer": "R4: an integer property accepts booleans",
     "check-order": "R1: the id check runs before the schema check",
     "continue-aborts": "R14: a tool failure ends the batch even in continue mode",
+    # loop mode
+    "rounds-off-by-one": "R19: max_rounds is checked after asking the model, so one round too many is asked",
+    "shows-all-results": "R18: the model is shown every answer so far, not the previous round's",
+    "coverage-lies": "R22: a run truncated by a limit reports coverage COMPLETE",
+    "retry-extra": "R23: DEPENDENCY_TEMPORARY is retried once more than max_retries allows",
+    "tool-budget-ignored": "R19: a tool's own execution limit is not enforced",
+    "error-result-throws": "R20: a limit ends the run even with the error-result policy",
+    "requests-skip-replays": "R19: max_requests does not count replays",
     # protocol misbehaviour (findings P1-P5, not spec rules)
     "crash": "P1: the process exits in the middle of a batch with two or more calls",
     "hang": "P2: batch.run never answers when a batch has three or more calls",
@@ -183,7 +191,7 @@ class Executor:
     def escalates(self, code: str) -> bool:
         kind = CODES[code][0]
         if kind == "limit":
-            return self.on_limit == "throw"
+            return self.on_limit == "throw" or self.bug == "error-result-throws"
         if self.bug == "continue-aborts" and kind == "failure":
             return True
         return self.mode == "abort"
@@ -202,7 +210,8 @@ class Executor:
     def answer(self, call: Json, index: int, run_id: str) -> dict[str, Json]:
         """Answer one request: R1's check order, then replay or execute."""
         self.requests += 1
-        if self.max_requests is not None and index >= self.max_requests:
+        counted = index - self.replays if self.bug == "requests-skip-replays" else index
+        if self.max_requests is not None and counted >= self.max_requests:
             return self.error(call, "REQUEST_LIMIT", index, run_id)
         if not self.well_formed(call):
             return self.error(call, "INVALID_CALL", index, run_id)
@@ -237,7 +246,7 @@ class Executor:
         if over_budget and self.bug != "budget-after":
             return self.error(call, "BUDGET_EXHAUSTED", index, run_id)
         tool_limit = self.tool_limits.get(name)
-        if tool_limit is not None and self.per_tool.get(name, 0) >= tool_limit:
+        if tool_limit is not None and self.per_tool.get(name, 0) >= tool_limit and self.bug != "tool-budget-ignored":
             return self.error(call, "TOOL_BUDGET_EXHAUSTED", index, run_id)
         # execute: charge first, then enter the tool with the trusted principal (R9, R16)
         self.executed += 1
@@ -251,7 +260,8 @@ class Executor:
                 output = self.rpc.execute(cid, name, args, principal)
                 break
             except ToolFailed as f:
-                if f.category == "DEPENDENCY_TEMPORARY" and attempt < self.max_retries:
+                allowed = self.max_retries + (1 if self.bug == "retry-extra" else 0)
+                if f.category == "DEPENDENCY_TEMPORARY" and attempt < allowed:
                     attempt += 1
                     self.retries += 1
                     continue
@@ -312,7 +322,8 @@ class Executor:
 
         def outcome(status: str, reason: str, final: str | None = None,
                     aborted: dict[str, Json] | None = None) -> dict[str, Json]:
-            complete = status == "COMPLETED" and not self.limited
+            complete = (status == "COMPLETED" and not self.limited) or (
+                self.bug == "coverage-lies" and status == "TRUNCATED")
             return {"status": status, "stopReason": reason, "coverage": "COMPLETE" if complete else "PARTIAL",
                     "rounds": rounds, "executed": self.executed, "aborted": aborted, "final": final,
                     "results": results}
@@ -320,7 +331,7 @@ class Executor:
         while True:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return outcome("TRUNCATED", "DEADLINE")
-            if max_rounds is not None and rounds >= max_rounds:
+            if max_rounds is not None and rounds >= max_rounds + (1 if self.bug == "rounds-off-by-one" else 0):
                 return outcome("TRUNCATED", "MAX_ROUNDS")
             rounds += 1
             try:
@@ -341,6 +352,8 @@ class Executor:
                     return outcome(status, reason, aborted={"index": index, "code": code})
                 results.append(a)
                 last_round.append(a)
+            if self.bug == "shows-all-results":
+                last_round = list(results)
 
 
 # --------------------------------------------------------------------------------------------

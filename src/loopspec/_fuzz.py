@@ -88,7 +88,7 @@ class Finding:
 
     @property
     def calls(self) -> int:
-        return sum(len(s.get("calls", [])) for s in self.steps)
+        return sum(step_calls(s) for s in self.steps)
 
     @property
     def size(self) -> tuple[int, int, int]:
@@ -106,6 +106,14 @@ class Finding:
             "verdict": self.verdict.to_json(),
             "traces": self.traces,
         }
+
+
+def step_calls(step: Mapping[str, Json]) -> int:
+    """The number of calls a step proposes (a batch's calls, or every round's calls in a loop)."""
+    if step.get("kind", "batch") == "loop":
+        return sum(len(r["calls"]) for r in step.get("model", [])
+                   if isinstance(r, dict) and isinstance(r.get("calls"), list))
+    return len(step.get("calls", []))
 
 
 class _StopCampaign(BaseException):
@@ -158,8 +166,6 @@ def failed_start_trace(step: Mapping[str, Json], failure: ProtocolFailure) -> di
                               "events": [failure.to_event()]}
     if kind == "batch":
         trace["calls"] = step["calls"]
-    else:
-        trace["model"] = step.get("model", [])
     return trace
 
 
@@ -805,4 +811,6 @@ def _step_summary(step: Mapping[str, Json]) -> str:
         calls = step.get("calls", [])
         return (f"batch.run budget={cfg.get('budget')} mode={cfg.get('mode')} with {len(calls)} call(s): "
                 + "; ".join(compact(c, 50) for c in calls[:6]))
-    return f"loop.run with a {len(step.get('model', []))}-round model script"
+    lim = {k: v for k, v in cfg.get("limits", {}).items() if v is not None}
+    return (f"loop.run {compact(lim, 80)} mode={cfg.get('mode')} onLimit={cfg.get('onLimit')} with a "
+            f"{len(step.get('model', []))}-round model script ({step_calls(step)} call(s))")

@@ -181,6 +181,24 @@ def _escalation_transition(spec: Spec, kind: str) -> str | None:
     return None
 
 
+def _stop_transition(spec: Spec, reason: str | None) -> str | None:
+    for t in spec.transitions:
+        if t.stop_reason == reason:
+            return t.id
+    return None
+
+
+def end_rule(spec: Spec, s: RunState) -> str:
+    """The rule that ends a run the way the reference run ended (derived from the spec's transitions)."""
+    if s.aborted is not None:
+        tid = _escalation_transition(spec, core.code_kind(s.aborted[1]))
+    elif s.stop_reason == "FINAL_ANSWER":
+        return "R28"  # nothing after the final answer
+    else:
+        tid = _stop_transition(spec, s.stop_reason)
+    return spec.transition(tid).rules[0] if tid is not None else "R21"
+
+
 def rule_for_code(spec: Spec, code: str) -> str:
     """The rule that says when a request is answered ``code``: the rules of the transition that
     answers with it, without the generic check-order rule R1. Failure categories: R17."""
@@ -412,18 +430,23 @@ def spec_answer_text(spec: Spec, exp: Expected, calls: Sequence[Json], index: in
     """(what the spec does with request ``index``, its transition id, why) from the reference run."""
     s = exp.state
     a = exp.answer(index)
+    what = "batch" if s.config.batch else "run"
     if a is None:
         if s.aborted is not None and s.aborted[0] == index:
             code = s.aborted[1]
             kind = core.code_kind(code)
             t = _escalation_transition(spec, kind)
-            return (f"ends the batch: it is answered {code}, which in {s.config.mode} mode aborts, so it gets no "
+            how = (f"in {s.config.mode} mode" if kind != "limit" else f"with the limit policy {s.config.on_limit}")
+            return (f"ends the {what}: it is answered {code}, which {how} ends it, so it gets no "
                     f"entry in results and aborted = {{index: {index}, code: {code}}}", t,
                     _why_code(s, calls, index, code))
         if s.aborted is not None and index > s.aborted[0]:
-            return (f"is never processed: the batch already ended at request #{s.aborted[0]} "
-                    f"({s.aborted[1]}, R13)", _escalation_transition(spec, core.code_kind(s.aborted[1])), "")
-        return ("is not part of the batch", None, "")
+            return (f"is never processed: the {what} already ended at request #{s.aborted[0]} "
+                    f"({s.aborted[1]}, {end_rule(spec, s)})", _escalation_transition(spec, core.code_kind(s.aborted[1])), "")
+        if index >= len(s.requests) and s.status is not None:
+            return (f"is never processed: the {what} already ended ({s.status}, {s.stop_reason}, "
+                    f"{end_rule(spec, s)})", _stop_transition(spec, s.stop_reason), "")
+        return (f"is not part of the {what}", None, "")
     if a.code is not None:
         why = _why_code(s, calls, index, a.code)
         if a.executed:
@@ -509,7 +532,8 @@ def observed_invariants(
             s.answers.append(Answer(j, 1, r.get("id"), "ok" if ok else "error", r.get("output") if ok else None,
                                     code, replayed=ok and j not in executed_idx, executed=j in executed_idx))
         for r in s.requests:
-            if core._passes_structure(cfg, r) and isinstance(r.call_id, str):
+            admitted = core.within(r.index, cfg.limits.max_requests)
+            if admitted and core._passes_structure(cfg, r) and isinstance(r.call_id, str):
                 assert isinstance(r.name, str) and isinstance(r.arguments, dict)
                 s.bindings.setdefault(r.call_id, core.Binding(r.name, core.content_key(r.name, r.arguments), r.index))
         if isinstance(aborted, dict) and isinstance(aborted.get("index"), int) and aborted.get("code") in CODE_TABLE:
@@ -541,9 +565,7 @@ def pick_invariant(spec: Spec, rule: str, violated: Sequence[str]) -> str | None
     for inv in violated:
         if inv in cited:
             return inv
-    if len(cited) == 1:
-        return cited[0]
-    return violated[0] if violated else None
+    return cited[0] if len(cited) == 1 else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -588,6 +610,9 @@ def attribute_executions(
         if first_mismatch is None:
             first_mismatch = k
         idx = next((i for i in range(prev + 1, len(calls)) if call_matches(calls[i], ex)), None)
+        if idx is None and k > 0 and out[k - 1][0] == prev and prev >= 0 and call_matches(calls[prev], ex) and (
+                not observed[k - 1].outcome.ok):
+            idx = prev  # another attempt of the request that just failed: a retry
         if idx is None:
             idx = next((i for i in range(len(calls)) if call_matches(calls[i], ex)), None)
         if idx is not None:
@@ -628,12 +653,28 @@ def _execution_finding(
             )
         what, _, why = spec_answer_text(spec, exp, calls, obs_req)
         a = exp.answer(obs_req)
+        prev_same = k > 0 and attributed[k - 1][0] == obs_req
+        if prev_same:
+            failed = attributed[k - 1][1].outcome
+            retries = exp.state.config.limits.max_retries
+            cat = failed.category
+            why_not = (f"its execution failed with {cat}, which is not retried" if cat != "DEPENDENCY_TEMPORARY"
+                       else f"max_retries is {retries} and its retries are used up")
+            return _Finding(
+                (obs_req, 0), "R23", "retried-beyond-budget", obs_req,
+                {"attempts": exp.attempts.count(obs_req)}, {"attempt": k + 1, **attributed[k][1].to_json()},
+                f"Then request #{obs_req} {what}; its execution is attempted {exp.attempts.count(obs_req)} time(s) "
+                f"({why_not}, R23); but the implementation entered the tool again (attempt {k + 1}: "
+                f"{describe_execution(attributed[k][1])}).",
+            )
         if a is not None and a.replayed:
             rule, kind = "R6", "replay-reexecuted"
         elif a is not None and a.code is not None and not a.executed:
             rule, kind = rule_for_code(spec, a.code), f"executed-despite-{a.code.lower().replace('_', '-')}"
         elif exp.state.aborted is not None and obs_req > exp.state.aborted[0]:
-            rule, kind = "R13", "executed-after-abort"
+            rule, kind = end_rule(spec, exp.state), "executed-after-abort"
+        elif obs_req >= len(exp.state.requests):
+            rule, kind = end_rule(spec, exp.state), "executed-after-end"
         elif exp.state.aborted is not None and obs_req == exp.state.aborted[0]:
             code = exp.state.aborted[1]
             rule, kind = rule_for_code(spec, code), f"executed-despite-{code.lower().replace('_', '-')}"
@@ -649,6 +690,16 @@ def _execution_finding(
             f"(execution {k + 1}: {describe_execution(ex)}).",
         )
     assert exp_req is not None
+    if k > 0 and exp.attempts[k - 1] == exp_req:  # the spec retries here (R23)
+        answer = results[exp_req] if results is not None and exp_req < len(results) else None
+        return _Finding(
+            (exp_req, 0), "R23", "retry-missing", exp_req, {"attempts": exp.attempts.count(exp_req)},
+            {"answer": answer, "instead": None if obs is None else obs[1].to_json()},
+            f"Then request #{exp_req}'s execution failed with DEPENDENCY_TEMPORARY and max_retries "
+            f"({exp.state.config.limits.max_retries}) allows another attempt within the same execution, so the "
+            f"tool is entered again (R23, the machine's transition T22 fires first); but the implementation did "
+            f"not retry" + (f" (it answered {describe_answer(answer)})" if answer is not None else "") + ".",
+        )
     # the spec executes request exp_req here and the implementation did not
     call = calls[exp_req]
     answer = results[exp_req] if results is not None and exp_req < len(results) else None
@@ -708,7 +759,8 @@ def _principal_finding(
             return _Finding(
                 (idx if idx is not None else _LAST - 1, 1), "R16", "untrusted-principal", idx,
                 {"principal": want}, {"principal": ex.principal, "execution": k + 1, **ex.to_json()},
-                f"Then every execution receives the batch's trusted principal {want!r} in its context, whatever "
+                f"Then every execution receives the {'batch' if exp.state.config.batch else 'run'}'s trusted "
+                f"principal {want!r} in its context, whatever "
                 f"the arguments say (R16); but execution {k + 1} ({describe_execution(ex)}) received "
                 f"{compact(ex.principal, 30)}.",
             )
@@ -731,11 +783,14 @@ def _answer_finding(spec: Spec, exp: Expected, calls: Sequence[Json], results: S
             assert e is not None
             if obs_abort_at == i and isinstance(aborted_obs, dict):
                 code = aborted_obs.get("code")
-                did = f"ended the batch there (aborted = {compact(aborted_obs, 50)})"
+                did = (f"ended the {'batch' if exp.state.config.batch else 'run'} there "
+                       f"(aborted = {compact(aborted_obs, 50)})")
                 if e.code is not None and code == e.code:  # the right answer, but it must not escalate here
-                    return _Finding((i, 2), "R14" if mode == "continue" else "R13", "aborted-wrongly", i,
+                    rule = ("R20" if core.code_kind(code) == "limit" else "R14" if mode == "continue" else "R13")
+                    return _Finding((i, 2), rule, "aborted-wrongly", i,
                                     {"answer": wire_answer(e)}, {"answer": None, "aborted": aborted_obs},
-                                    f"Then request #{i} {what}, and in {mode} mode the batch goes on; but the "
+                                    f"Then request #{i} {what}, and the {'batch' if exp.state.config.batch else 'run'} "
+                                    f"goes on ({mode} mode, limit policy {exp.state.config.on_limit}); but the "
                                     f"implementation {did}.")
                 as_answer = {"id": e.call_id, "status": "error", "code": code}
                 f = _compare_answer(spec, exp, calls, i, e, as_answer, what, check_codes, executed, did=did)
@@ -825,11 +880,13 @@ def _reuse(calls: Sequence[Json], answers: Sequence[Answer], i: int, output: Jso
 def _compare_answer(spec: Spec, exp: Expected, calls: Sequence[Json], i: int, e: Answer, o: Json, what: str,
                     check_codes: frozenset[str], executed: frozenset[int], did: str = "") -> _Finding | None:
     want = wire_answer(e)
-    prefix = f"{did} and " if did else ""
 
     def finding(rule: str, kind: str, text: str) -> _Finding:
+        if did:  # the answer was an abort: say so instead of "answered CODE"
+            code = o.get("code") if isinstance(o, dict) else None
+            text = text.replace(f"answered {code}", did, 1) if f"answered {code}" in text else f"{did} and {text}"
         return _Finding((i, 2), rule, kind, i, {"answer": want}, {"answer": o},
-                        f"Then request #{i} {what}; but the implementation {prefix}{text}.")
+                        f"Then request #{i} {what}; but the implementation {text}.")
 
     if (isinstance(o, dict) and o.get("status") == "error" and o.get("code") in FAILURE_CATEGORIES
             and i not in executed and e.code != o.get("code")):
@@ -1077,26 +1134,36 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdi
     return Verdict(v, exp.summary(), observed)
 
 
+def abort_code_finding(spec: Spec, exp: Expected, calls: Sequence[Json], obs_aborted: Json,
+                       executed: frozenset[int]) -> _Finding | None:
+    """Both end at the same request, with different codes: compare the codes as answers."""
+    s = exp.state
+    if s.aborted is None or not isinstance(obs_aborted, dict) or obs_aborted.get("index") != s.aborted[0]:
+        return None
+    i, code = s.aborted
+    if i >= len(calls) or obs_aborted.get("code") == code:
+        return None
+    call = calls[i]
+    would = Answer(i, 1, core.answer_id(call.get("id") if isinstance(call, dict) else None), "error", code=code)
+    as_answer = {"id": would.call_id, "status": "error", "code": obs_aborted.get("code")}
+    what = "batch" if s.config.batch else "run"
+    f = _compare_answer(spec, exp, calls, i, would, as_answer, spec_says(spec, exp, calls, i), _check_codes(spec),
+                        executed, did=f"ended the {what} there with {obs_aborted.get('code')}")
+    if f is not None:
+        f.expected = {"aborted": {"index": i, "code": code}}
+        f.observed = {"aborted": obs_aborted}
+    return f
+
+
 def _totals_finding(spec: Spec, exp: Expected, calls: Sequence[Json], result: Mapping[str, Json], seen: int,
                     executed: frozenset[int]) -> _Finding | None:
     s = exp.state
     exp_aborted = None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]}
     obs_aborted = result["aborted"]
     if not same_json(obs_aborted, exp_aborted):
-        if (exp_aborted is not None and isinstance(obs_aborted, dict) and obs_aborted.get("index") == exp_aborted["index"]
-                and exp_aborted["index"] < len(calls)):
-            # both end the batch at the same request, with different codes: compare them as answers
-            i = exp_aborted["index"]
-            call = calls[i]
-            would = Answer(i, 1, core.answer_id(call.get("id") if isinstance(call, dict) else None), "error",
-                           code=exp_aborted["code"])
-            as_answer = {"id": would.call_id, "status": "error", "code": obs_aborted.get("code")}
-            f = _compare_answer(spec, exp, calls, i, would, as_answer, spec_says(spec, exp, calls, i),
-                                _check_codes(spec), executed, did=f"ended the batch there with {obs_aborted.get('code')}")
-            if f is not None:
-                f.expected = {"aborted": exp_aborted}
-                f.observed = {"aborted": obs_aborted}
-                return f
+        f = abort_code_finding(spec, exp, calls, obs_aborted, executed)
+        if f is not None:
+            return f
         mode = s.config.mode
         rule = "R14" if (mode == "continue" and obs_aborted is not None) else "R13"
         return _Finding((_LAST, 1), rule, "wrong-aborted", exp_aborted["index"] if exp_aborted else None,
