@@ -56,9 +56,10 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="random seed (printed, and recorded in every case, when not given)")
     p.add_argument("--out", default="loopspec-fuzz", metavar="DIR",
                    help="where cases, explanations and campaign.json go (default ./loopspec-fuzz)")
-    p.add_argument("--isolation", choices=("example", "campaign"), default="example",
-                   help="a fresh process per example (default; reproducible shrinking) or one process for the "
-                        "whole campaign (faster for slow-starting implementations; restarted after a failure)")
+    p.add_argument("--isolation", choices=("campaign", "example"), default="campaign",
+                   help="campaign (default): one process until the first divergence, then a fresh process per "
+                        "example while shrinking; example: a fresh process for every example (slower, every "
+                        "example reproducible on its own). Reported cases are always re-checked in a fresh process")
     p.add_argument("--shrink-time", type=seconds, default=120.0, metavar="S",
                    help="stop exploring S seconds after the first divergence; what was found is then minimized "
                         "by deleting parts one at a time (default 120)")

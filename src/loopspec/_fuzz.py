@@ -75,6 +75,8 @@ class Finding:
     traces: list[dict[str, Json]]
     reproduced: bool | None = None  # set after a replay in a fresh process
     shrunk: bool = False
+    #: steps the same (shared) process ran before this example: the case may depend on them
+    prefix: list[dict[str, Json]] = field(default_factory=list)
 
     @property
     def rule(self) -> str:
@@ -204,7 +206,7 @@ class Campaign:
         max_calls: int = 6,
         confirm: bool = True,
         progress: Callable[[str], None] | None = None,
-        isolation: str = "example",
+        isolation: str = "campaign",
         shrink_seconds: float = 120.0,
     ) -> None:
         if mode not in ("batch", "loop"):
@@ -213,6 +215,7 @@ class Campaign:
             raise ValueError(f"isolation must be example or campaign, got {isolation!r}")
         self.isolation = isolation
         self.shared: Impl | None = None
+        self.shared_history: list[dict[str, Json]] = []  # every step the shared process has run
         self.shrink_seconds = shrink_seconds
         self.first_found: float | None = None
         self.stopped_early = False
@@ -284,6 +287,7 @@ class Campaign:
             # example gets a fresh process again, so that shrinking is reproducible
             if self.shared is None:
                 self.shared = self.factory.open(self.mode)
+                self.shared_history = []
             return self.shared
         return self.factory.open(self.mode)
 
@@ -326,10 +330,14 @@ class Campaign:
     def _judge_and_raise(self, ex: _Example, step: dict[str, Json], trace: dict[str, Json]) -> None:
         ex.steps.append(step)
         ex.traces.append(trace)
+        shared = ex.impl is not None and ex.impl is self.shared
+        if shared:
+            self.shared_history.append(step)
         verdict = judge(trace)
         if verdict.ok:
             return
-        finding = Finding(verdict, list(ex.steps), list(ex.traces))
+        prefix = self.shared_history[: len(self.shared_history) - len(ex.steps)] if shared else []
+        finding = Finding(verdict, list(ex.steps), list(ex.traces), prefix=prefix)
         self._record(finding)
         raise divergence_type(finding.rule)(finding)
 
@@ -398,7 +406,7 @@ class Campaign:
             for f in finals:
                 f.shrunk = True
         if self.confirm and not interrupted:
-            finals = [self.minimize(f) for f in finals]
+            finals = [self.minimize(self.with_history(f)) for f in finals]
             for f in finals:
                 f.reproduced = self.reconfirm(f)
             finals = self.merge_carried_state(finals)
@@ -422,7 +430,20 @@ class Campaign:
             rr.verdict.violation.rule == finding.rule
         )
 
-    def minimize(self, finding: Finding, max_runs: int = 150, max_seconds: float = 60.0) -> Finding:
+    def with_history(self, f: Finding) -> Finding:
+        """A finding from the shared process that a fresh process does not reproduce on its own may
+        depend on the steps that process ran before: replay them too, and keep them if that reproduces."""
+        if not f.prefix or f.rule.startswith("P") or self.reconfirm(f):
+            return f
+        whole = Finding(f.verdict, f.prefix + f.steps, f.traces, shrunk=f.shrunk)
+        rr = replay_case({"steps": whole.steps}, self.factory)
+        v = rr.verdict
+        if v is None or v.ok or v.violation is None or v.violation.rule != f.rule:
+            return f
+        n = len(rr.verdicts)
+        return Finding(v, whole.steps[:n], rr.traces[:n], shrunk=f.shrunk)
+
+    def minimize(self, finding: Finding, max_runs: int | None = None, max_seconds: float = 60.0) -> Finding:
         """Delta-debug a case after Hypothesis: drop steps, calls, script entries and unused tools one
         at a time, keeping each removal after which a fresh process still diverges with the same rule.
         Hypothesis shrinks well but stops after a fixed number of shrinks; this makes every reported
@@ -432,6 +453,8 @@ class Campaign:
         rule_id = finding.rule
         best = finding
         runs = 0
+        if max_runs is None:
+            max_runs = min(600, 150 + 4 * len(finding.steps))
         deadline = time.monotonic() + max_seconds
 
         def attempt(steps: list[dict[str, Json]]) -> Finding | None:
@@ -555,6 +578,10 @@ class Campaign:
 def _reductions(steps: list[dict[str, Json]]) -> list[list[dict[str, Json]]]:
     """Every case obtained by removing one part of ``steps`` (largest parts first)."""
     out: list[list[dict[str, Json]]] = []
+    size = len(steps) // 2
+    while size >= 2:  # large chunks first (ddmin): a long history shrinks in logarithmic time
+        out += [steps[:i] + steps[i + size:] for i in range(0, len(steps), size)]
+        size //= 2
     if len(steps) > 1:
         out += [steps[:i] + steps[i + 1:] for i in range(len(steps))]
     for i, step in enumerate(steps):

@@ -117,21 +117,43 @@ def schemas() -> st.SearchStrategy[dict[str, Json]]:
 # Call plans and their resolution
 # --------------------------------------------------------------------------------------------
 
+ArgPlan = tuple[tuple[bool, ...], tuple[int, ...], int, int, int, int, int]
+CallPlan = tuple[int, int, int, int, int, int, int, ArgPlan]
+
 _small = st.integers(0, 7)
+
+
+def _bits(value: int, shift: int, width: int) -> int:
+    return (value >> shift) & ((1 << width) - 1)
+
+
+def _unpack_args(parts: tuple[int, int, int]) -> ArgPlan:
+    """Arguments plan from three integers (few draws are much faster to generate than many):
+    a presence mask, five 3-bit value indices, and the rest packed with the noisiest parts (the extra
+    key) in the high bits, which shrinking clears first."""
+    mask, values, misc = parts
+    present = tuple(bool(mask >> i & 1) for i in range(len(PROPS)))
+    vals = tuple(_bits(values, 3 * i, 3) for i in range(len(PROPS)))
+    wrong, pick, way, extra_value, extra = (_bits(misc, 0, 2), _bits(misc, 2, 3), _bits(misc, 5, 2),
+                                            _bits(misc, 7, 2), _bits(misc, 9, 4))
+    return present, vals, extra, extra_value, way, pick, wrong
+
+
+def _unpack_call(parts: tuple[int, int, int, int, ArgPlan]) -> CallPlan:
+    rel, cid, tool, misc, args = parts
+    return rel, cid, tool, _bits(misc, 0, 3), _bits(misc, 3, 2), _bits(misc, 5, 3) % len(UNKNOWN_TOOLS), \
+        _bits(misc, 8, 4) % len(MALFORMED), args
+
+
 #: (present[5], value[5], extra 0..15 (1..4: an extra key), extra value, invalid way, pick, wrong value)
 _arg_plans = st.tuples(
-    st.tuples(*[st.booleans()] * len(PROPS)), st.tuples(*[_small] * len(PROPS)),
-    st.integers(0, 15), st.integers(0, 3), st.integers(0, 2), st.integers(0, 4), st.integers(0, 3),
-)
+    st.integers(0, 2 ** len(PROPS) - 1), st.integers(0, 2 ** (3 * len(PROPS)) - 1), st.integers(0, 2**13 - 1),
+).map(_unpack_args)
 #: (relation, id, tool, earlier-call ref, rewrite, unknown name, malformed way, arguments plan)
 _call_plans = st.tuples(
     st.integers(0, len(RELATIONS) - 1), st.integers(0, len(ID_POOL) - 1), st.integers(0, len(TOOL_POOL) - 1),
-    _small, st.integers(0, 3), st.integers(0, len(UNKNOWN_TOOLS) - 1), st.integers(0, len(MALFORMED) - 1),
-    _arg_plans,
-)
-
-ArgPlan = tuple[tuple[bool, ...], tuple[int, ...], int, int, int, int, int]
-CallPlan = tuple[int, int, int, int, int, int, int, ArgPlan]
+    st.integers(0, 2**12 - 1), _arg_plans,
+).map(_unpack_call)
 
 
 def call_plans(max_calls: int = 6) -> st.SearchStrategy[list[CallPlan]]:
@@ -288,9 +310,16 @@ def batch_configs() -> st.SearchStrategy[dict[str, Json]]:
     return _config_plans.map(build_config)
 
 
-script_entries = st.one_of(
-    st.builds(lambda v: {"value": v}, json_values),
-    st.builds(lambda c: {"fail": c}, st.sampled_from(FAILURE_CATEGORIES)),
+#: Tool outputs worth sending through an implementation: unicode, escapes, nesting, numbers that a
+#: careless JSON layer changes (1.0 vs 1, big integers, tiny floats), empty containers, null.
+OUTPUT_POOL: Final = (
+    "ok", 0, 1.0, -1.25, 1e-7, 2.5e10, 2**53 + 1, True, None, "", "é💥\u2028\u0000\"\\</x>", [], {},
+    [1, "a", None, [True]], {"b": 1, "a": {"é": [0.5]}}, {"tool": "lookup", "execution": 1}, "x" * 300,
+)
+_FAIL_SLOTS: Final = 3 * len(FAILURE_CATEGORIES)  # about a third of the scripted executions fail
+script_entries = st.integers(0, len(OUTPUT_POOL) + _FAIL_SLOTS - 1).map(
+    lambda i: {"value": OUTPUT_POOL[i]} if i < len(OUTPUT_POOL)
+    else {"fail": FAILURE_CATEGORIES[(i - len(OUTPUT_POOL)) % len(FAILURE_CATEGORIES)]}
 )
 _scripts = st.lists(script_entries, max_size=4)
 

@@ -144,6 +144,16 @@ class Verdict:
 # --------------------------------------------------------------------------------------------
 
 
+_DEFAULT_SPEC: list[Spec] = []
+
+
+def default_spec() -> Spec:
+    """The shipped spec, loaded once (load_spec resolves its path on every call)."""
+    if not _DEFAULT_SPEC:
+        _DEFAULT_SPEC.append(load_spec())
+    return _DEFAULT_SPEC[0]
+
+
 _RULES: dict[str, dict[str, tuple[str, ...]]] = {}
 
 
@@ -1065,7 +1075,7 @@ def split_events(events: Json) -> tuple[list[ObservedExecution], list[Mapping[st
 
 
 def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdict:
-    spec = spec or load_spec()
+    spec = spec or default_spec()
     cfg = parse_batch_config(trace.get("config"))
     calls = trace.get("calls")
     _need(isinstance(calls, list), "trace.calls", "must be a list")
@@ -1183,7 +1193,7 @@ def _totals_finding(spec: Spec, exp: Expected, calls: Sequence[Json], result: Ma
 def decision_position(steps: Sequence[tuple[str, int | None]], index: int | None, spec: Spec | None = None) -> int:
     """The position in an engine path (``[(transition id, request index)]``, as recorded by an
     observer) of the transition that decided request ``index``; the last one for run-level issues."""
-    spec = spec or load_spec()
+    spec = spec or default_spec()
     if index is not None:
         for pos, (tid, idx) in enumerate(steps):
             if idx == index and spec.transition(tid).dest in ("returned", "executing"):

@@ -37,6 +37,7 @@ from ._judge import (
     abort_code_finding,
     attribute_executions,
     check_results_shape,
+    default_spec,
     describe_call,
     end_rule,
     observed_invariants,
@@ -47,7 +48,7 @@ from ._judge import (
     split_events,
     wire_answer,
 )
-from ._spec import Spec, load_spec
+from ._spec import Spec
 from ._text import compact
 
 __all__ = ["LOOP_RESULT_FIELDS", "LoopConfig", "judge_loop", "loop_result_fields", "parse_loop_config"]
@@ -366,7 +367,7 @@ def let_loop(cfg: LoopConfig, models: Sequence[Mapping[str, Json]], limit: int =
 
 
 def judge_loop(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdict:
-    spec = spec or load_spec()
+    spec = spec or default_spec()
     cfg = parse_loop_config(trace.get("config"))
     execs, models, response, perr = split_events(trace.get("events"))
     _need(response is not None or perr is not None, "trace.events",

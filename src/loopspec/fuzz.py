@@ -65,7 +65,7 @@ def fuzz(
     steps: int = 8,
     max_calls: int = 6,
     timeout: float = 10.0,
-    isolation: str = "example",
+    isolation: str = "campaign",
     cwd: str | None = None,
     shrink_seconds: float = 120.0,
 ) -> CampaignResult:
