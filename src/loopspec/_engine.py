@@ -76,7 +76,7 @@ class Tool:
 
     name: str
     fn: Callable[[dict[str, Json], ToolContext], Json]
-    schema: ToolSchema = ToolSchema()
+    schema: ToolSchema = field(default_factory=ToolSchema)
     fields: tuple[str, ...] | None = None
     max_executions: int | None = None
     description: str = ""
