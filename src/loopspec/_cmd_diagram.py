@@ -142,6 +142,13 @@ def _write_bytes_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+def _readable(path: Path) -> None:
+    """Atomic writes create 0600 files; diagrams are for publishing, so honour the umask instead."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def handle(args: argparse.Namespace) -> int:
     formats = tuple(dict.fromkeys(args.format)) if args.format else FORMATS
     explicit = bool(args.format)
@@ -175,6 +182,7 @@ def handle(args: argparse.Namespace) -> int:
                     failed.append(f"{path}: Graphviz failed: {err[0] if err else exc.returncode}")
                     continue
                 _write_bytes_atomic(path, data)
+            _readable(path)
             print(path)
     if no_dot:
         print(f"loopspec diagram: {INSTALL_HINT}", file=sys.stderr)

@@ -68,6 +68,8 @@ def _row(e: Edge, ov: Overlay | None, *, lead: str = "", wrap: bool = False) -> 
         n = ov.count(e.id)
         colour = st.UNHIT_COLOR if n == 0 else st.INK
         extra += f' <font color="{colour}"><b>×{n}</b></font>'
+    if ov is not None and ov.has_trace and not ov.steps_of(e.id):
+        text = f'<font color="{st.MUTED}">{text.rstrip()}</font>'
     return f'<tr><td align="left">{text.rstrip()}{extra}</td></tr>'
 
 
@@ -79,6 +81,8 @@ def _edge_attrs(members: tuple[Edge, ...], ov: Overlay | None) -> dict[str, str]
     colour, style_, pen = st.EDGE_STYLE[members[0].kind]
     attrs = {"color": colour, "fontcolor": colour if members[0].kind != "normal" else st.INK,
              "style": style_, "penwidth": str(pen)}
+    if ov is not None:
+        attrs["fontcolor"] = st.INK
     if ov is not None and ov.has_coverage:
         n = sum(ov.count(m.id) for m in members)
         if n == 0:
@@ -98,7 +102,7 @@ def _edge_attrs(members: tuple[Edge, ...], ov: Overlay | None) -> dict[str, str]
 
 
 def _state_label(s: StateNode, drive: tuple[str, ...], ov: Overlay | None, fontcolor: str) -> str:
-    sub = st.MUTED if fontcolor == st.INK else fontcolor
+    sub = st.MUTED if fontcolor == st.INK and not (ov is not None and ov.has_coverage) else fontcolor
     lines = [f'<font point-size="13"><b>{_e(s.id)}</b></font>']
     if s.terminal:
         if (s.status or "").lower() != s.id.lower():
