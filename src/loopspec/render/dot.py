@@ -280,9 +280,17 @@ def check_flow_dot(flow: CheckFlow, *, dpi: int | None = None) -> str:
     A transition into the next group's state (``validated``) joins that group's entry node, so the
     flow reads as one path from the item at the cursor to the execution.
     """
-    title = (f"<<b>{_e(flow.name)} {_e(flow.version)} — the per-call check order (R1)</b><br/>"
+    legend = "".join([
+        _legend_row("╍╍╍", st.EDGE_STYLE["error"][0], "answered with that error code (the mode decides whether the run goes on)"),
+        _legend_row("━━━", st.EDGE_STYLE["abort"][0], "ends the run, not COMPLETED"),
+        _legend_row("━━━", st.EDGE_STYLE["complete"][0], "ends the run COMPLETED"),
+    ])
+    title = ('<<table border="0" cellspacing="0" cellpadding="2"><tr><td>'
+             f'<font point-size="14"><b>{_e(flow.name)} {_e(flow.version)} — the per-call check order (R1)</b></font><br/>'
              f"questions are asked top to bottom; the first answer that fires a transition decides<br/>"
-             f'<font point-size="9" color="{st.MUTED}">{_e(GEN_NOTE)}</font>>')
+             f'<font point-size="9" color="{st.MUTED}">{_e(GEN_NOTE)}</font></td></tr><tr><td>'
+             f'<table border="1" color="#d1d5db" cellborder="0" cellspacing="0" cellpadding="2">{legend}</table>'
+             "</td></tr></table>>")
     g = _graph("check_flow", title, dpi, rankdir="TB", ranksep="0.3", nodesep="0.6")
     groups = flow.by_group()
     entries = [f"entry_{gi}" for gi in range(len(groups))]
