@@ -138,3 +138,15 @@ def test_committed_diagrams_readme_documents_the_overlay_formats() -> None:
     readme = Path(__file__).resolve().parents[1] / "diagrams" / "README.md"
     text = readme.read_text(encoding="utf-8")
     assert "transition-path.schema.json" in text and "transition-coverage.schema.json" in text
+
+
+def test_graphviz_failure_is_one_line_exit_2(tmp_path, monkeypatch, capsys) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    dot = fake / "dot"
+    dot.write_text("#!/bin/sh\necho 'Error: broken renderer' >&2\nexit 3\n")
+    dot.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake))
+    assert main(["diagram", "--out", str(tmp_path / "o"), "--format", "svg"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("Graphviz failed: Error: broken renderer" in e for e in err)

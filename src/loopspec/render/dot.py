@@ -237,13 +237,17 @@ def machine_dot(machine: Machine, overlay: Overlay | None = None, *, dpi: int | 
             node(c, s)
     g.edge("__start", machine.initial, color=st.INK, arrowsize="0.7")
 
+    # A state with a self-loop draws it on top; its incoming edges enter from the west so that
+    # they do not cross the loop's label.
+    looped = {src for src, dst, _ in merged_edges(machine) if src == dst}
     for src, dst, members in merged_edges(machine):
         wrap = _needs_wrap(members)
         rows = [_row(m, ov, wrap=wrap) for m in members]
         tip = "; ".join(f"{m.id} {m.name}: {m.label} ({', '.join(m.rules)})" for m in members)
         # minlen 2 into the terminal column leaves a rank of room for the labels there.
         g.edge(src, dst, _label(rows), id="_".join(m.id for m in members), tooltip=tip,
-               minlen="2" if dst in terminal_ids else "1", **_edge_attrs(members, ov))
+               minlen="2" if dst in terminal_ids else "1", **({"headport": "w"} if dst in looped and src != dst else {}),
+               **_edge_attrs(members, ov))
     for e in wide:
         tip = f"{e.id} {e.name}: {e.label} ({', '.join(e.rules)})"
         if set(e.sources) == all_active:
