@@ -285,6 +285,7 @@ class _Run:
         }
         if via is not None:
             ev["via"] = via
+            ev["step"] = len(self.path)  # the ordinal of the transition that produced the event
         ev.update(fields)
         self.ledger.emit(ev)
 
@@ -325,6 +326,8 @@ class _Run:
             self._ask_model(t)
         elif name == "next_item":
             core.next_item(s)
+            nxt = s.current.index if s.response is not None and s.cursor < len(s.response) else None
+            self.emit("call_advanced", t.id, next=nxt)
         elif name == "end_round":
             self.last_round_results = tuple(a.to_json(s.config.run_id) for a in s.answers[self.round_answers_start:])
             self.round_answers_start = len(s.answers)
@@ -505,6 +508,8 @@ class _Run:
                     self._cancel_now()
                     continue
                 state = self.state  # type: ignore[attr-defined]
+                if state == "proposed":
+                    core.admit_pending(s)
                 trigger = self.drive[state]
             fired = self.trigger(trigger)  # type: ignore[attr-defined]
             if not fired and not s.terminal:
@@ -519,7 +524,7 @@ class _Run:
             executions=tuple(e.request for e in s.executions),
             aborted=s.aborted,
             counters=self.counters(),
-            final=s.final,
+            final=s.final if s.stop_reason == "FINAL_ANSWER" else None,
             transitions=tuple(self.path),
             ledger=self.ledger,
         )
