@@ -1188,9 +1188,11 @@ def drive(
                 ex = begin_execution(s)
                 step("executing")
                 record_outcome(s, outcome_for(s, ex))
+                now()
                 while _retry_allowed(s):
                     begin_retry(s)
                     record_outcome(s, outcome_for(s, ex))
+                    now()
                 if s.outcome is not None and s.outcome.ok:
                     store_success(s)
                 else:

@@ -462,8 +462,19 @@ class _Run:
         )
 
     def _cancel_now(self) -> None:
-        if not self.s.terminal:
-            self.trigger("cancel")  # type: ignore[attr-defined]
+        if self.s.terminal:
+            return
+        s = self.s
+        # A result already in hand but not yet answered is discarded with the run (R26): it must
+        # neither become an answer nor vanish from the ledger.
+        pending = (
+            s.executions[-1]
+            if self.state == "executing" and s.executions and s.executions[-1].outcome is not None  # type: ignore[attr-defined]
+            else None
+        )
+        self.trigger("cancel")  # type: ignore[attr-defined]
+        if pending is not None and pending.outcome is not None:
+            self._discard(pending, pending.outcome, "run cancelled before the result was answered")
 
     def counters(self) -> dict[str, Json]:
         s = self.s
