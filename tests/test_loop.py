@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from loopspec import CancelToken, Ledger, Limits, Tool, ToolContext, ToolFailure, Turn, run_loop
+from loopspec import CancelToken, Ledger, Limits, Tool, ToolContext, Turn, run_loop
 from loopspec._core import CODE_TABLE, violated_invariants
 from loopspec._vectors import conformance_dir
 from loopspec.examples.merchants import CANARY, MerchantDirectory
@@ -299,7 +299,7 @@ class TestLedger:
         return out, ledger
 
     def test_every_event_matches_the_schema(self) -> None:
-        out, ledger = self.ledger_of_a_busy_run()
+        _out, ledger = self.ledger_of_a_busy_run()
         for ev in ledger.events:
             jsonschema.validate(ev, LEDGER_SCHEMA)
         assert {e["type"] for e in ledger.events} >= {
@@ -316,7 +316,7 @@ class TestLedger:
         assert [by_step[i] for i in sorted(by_step)] == list(out.transitions)
 
     def test_ndjson_round_trips_and_holds_no_raw_arguments_by_default(self) -> None:
-        out, ledger = self.ledger_of_a_busy_run()
+        _out, ledger = self.ledger_of_a_busy_run()
         lines = ledger.to_ndjson().splitlines()
         assert [json.loads(x) for x in lines] == ledger.events
         assert "1001" not in "".join(x for x in lines if '"arguments"' in x)

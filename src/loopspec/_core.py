@@ -737,6 +737,7 @@ def begin_execution(s: RunState) -> Execution:
 
 def begin_retry(s: RunState) -> None:
     s.executions[-1].attempts += 1
+    s.executions[-1].outcome = None  # the new attempt has no outcome yet
     s.retries += 1
     s.outcome = None
 

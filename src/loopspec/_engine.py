@@ -326,7 +326,7 @@ class _Run:
             self._ask_model(t)
         elif name == "next_item":
             core.next_item(s)
-            nxt = s.current.index if s.response is not None and s.cursor < len(s.response) else None
+            nxt = len(s.requests) if s.response is not None and s.cursor < len(s.response) else None
             self.emit("call_advanced", t.id, next=nxt)
         elif name == "end_round":
             self.last_round_results = tuple(a.to_json(s.config.run_id) for a in s.answers[self.round_answers_start:])

@@ -77,6 +77,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 70
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

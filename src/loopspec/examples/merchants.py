@@ -53,12 +53,16 @@ class MerchantDirectory:
     attempts: int = 0  # downstream queries actually made
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def query(self, merchant_id: str) -> dict[str, Any] | None:
+    def _touch(self, what: str) -> None:
+        """One real downstream attempt; fails temporarily while an outage is scheduled."""
         with self._lock:
             self.attempts += 1
             if self.unavailable > 0:
                 self.unavailable -= 1
-                raise ToolFailure("DEPENDENCY_TEMPORARY", f"connection reset while reading {merchant_id}")
+                raise ToolFailure("DEPENDENCY_TEMPORARY", f"connection reset while reading {what}")
+
+    def query(self, merchant_id: str) -> dict[str, Any] | None:
+        self._touch(merchant_id)
         if merchant_id == "5000":
             raise RuntimeError(f"syntax error near SELECT * FROM merchants WHERE note = '{CANARY}'")
         return self.records.get(merchant_id)
@@ -79,8 +83,7 @@ class MerchantDirectory:
         return dict(rec)  # the full record: the engine projects it to PUBLIC_FIELDS
 
     def list_merchants(self, arguments: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
-        with self._lock:
-            self.attempts += 1
+        self._touch("the merchant list")
         return [dict(r) for r in self.records.values() if r["tenant"] == ctx.principal]
 
     def tools(self) -> list[Tool]:
