@@ -7,11 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import loopspec._core as core
 from tests.test_stateful import BatchMachine
+
+pytestmark = pytest.mark.slow
 
 Guard = Callable[[Any], bool]
 
