@@ -74,7 +74,8 @@ def schema_validator(name: str, ref: str | None = None) -> Any:
     resources = []
     for p in SCHEMA_DIR.glob("*.schema.json"):
         doc = json.loads(p.read_text(encoding="utf-8"))
-        resources.append((doc["$id"], Resource.from_contents(doc)))
+        if "$id" in doc:  # the protocol schemas refer to each other by $id
+            resources.append((doc["$id"], Resource.from_contents(doc)))
     registry = Registry().with_resources(resources)
     root = load_schema(name)
     schema = root if ref is None else {"$schema": root["$schema"], "$ref": f"{root['$id']}#/$defs/{ref}"}

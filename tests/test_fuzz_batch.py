@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from fuzz_helpers import example_cmd, schema_validator
 from loopspec import ToolFailure
 from loopspec._adapter import ImplFactory, ReferenceExecutor
 from loopspec._fuzz import Campaign, load_case
 from loopspec._spec import load_spec
 from loopspec.cli import main
 from loopspec.fuzz import Executor, fuzz, replay
+from tests.fuzz_helpers import example_cmd, schema_validator
 
-SERVE = [sys.executable, "-m", "loopspec.cli", "serve"]
+SERVE = [sys.executable, "-m", "loopspec", "serve"]
 
 
 def campaign(target: object, out: Path | None = None, **kw: object) -> object:

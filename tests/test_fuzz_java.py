@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from fuzz_helpers import ROOT
 
 from loopspec._adapter import ImplFactory
 from loopspec._fuzz import Campaign
+from tests.fuzz_helpers import ROOT
 
 JAVA_SOURCE = ROOT / "examples" / "java" / "LoopspecExecutor.java"
 

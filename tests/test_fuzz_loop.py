@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from fuzz_helpers import LOOKUP, OPEN, call, example_cmd, schema_validator
 
 from loopspec._adapter import ImplFactory, InProcessImpl, ReferenceExecutor
 from loopspec._fuzz import Campaign
@@ -20,8 +19,9 @@ from loopspec._fuzz_loop import run_loop_step
 from loopspec._judge import judge
 from loopspec._judge_loop import LOOP_RESULT_FIELDS
 from loopspec.cli import main
+from tests.fuzz_helpers import LOOKUP, OPEN, call, example_cmd, schema_validator
 
-SERVE = [sys.executable, "-m", "loopspec.cli", "serve"]
+SERVE = [sys.executable, "-m", "loopspec", "serve"]
 
 
 def loop_step(model: list[dict], *, limits: dict | None = None, mode: str = "continue", on_limit: str = "throw",

@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from fuzz_helpers import (
+from loopspec._judge import TraceError, Verdict, judge
+from loopspec._spec import load_rules
+from tests.fuzz_helpers import (
     call,
     clone,
     executions,
@@ -19,9 +21,7 @@ from fuzz_helpers import (
     schema_validator,
     step,
 )
-from loopspec._judge import TraceError, Verdict, judge
-from loopspec._spec import load_rules
-from strategies import batch_steps
+from tests.strategies import fuzz_batch_steps as batch_steps
 
 
 def verdict_of(trace: dict) -> Verdict:

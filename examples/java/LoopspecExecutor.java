@@ -366,7 +366,7 @@ public final class LoopspecExecutor {
 
         boolean wellFormed(Object call) {
             if (!(call instanceof Map<?, ?> m)) return false;
-            return m.get("id") instanceof String id && !id.isBlank()
+            return m.get("id") instanceof String id && !blank(id)
                 && m.get("name") instanceof String && m.get("arguments") instanceof Map;
         }
 
@@ -452,6 +452,15 @@ public final class LoopspecExecutor {
                 }
             }
         }
+    }
+
+    /** Unicode White_Space (R2). Not String.isBlank(): Java's whitespace differs from it both ways. */
+    static final String WHITE_SPACE = "\t\n\u000b\f\r \u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+        + "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000";
+
+    static boolean blank(String s) {
+        for (int k = 0; k < s.length(); k++) if (WHITE_SPACE.indexOf(s.charAt(k)) < 0) return false;
+        return true;
     }
 
     static Long asLong(Object o) {

@@ -79,6 +79,15 @@ STOP_REASON = {  # escalating code -> (status, stop reason)
 }
 FAILURES = ("DEPENDENCY_TEMPORARY", "NOT_FOUND_OR_NOT_ACCESSIBLE", "INTERNAL_ERROR")
 
+#: Unicode White_Space (R2: an id made only of these is blank). Not str.isspace(), which also
+#: counts the separators U+001C..U+001F.
+WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+                        "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def blank(text: str) -> bool:
+    return all(ch in WHITE_SPACE for ch in text)
+
 
 class ToolFailed(Exception):
     def __init__(self, category: str) -> None:
@@ -135,7 +144,7 @@ class Executor:
     def well_formed(call: Json) -> bool:
         return (
             isinstance(call, dict)
-            and isinstance(call.get("id"), str) and call["id"].strip() != ""
+            and isinstance(call.get("id"), str) and not blank(call["id"])
             and isinstance(call.get("name"), str)
             and isinstance(call.get("arguments"), dict)
         )

@@ -76,7 +76,7 @@ class Tool:
 
     name: str
     fn: Callable[[dict[str, Json], ToolContext], Json]
-    schema: ToolSchema = ToolSchema()
+    schema: ToolSchema = field(default_factory=ToolSchema)
     fields: tuple[str, ...] | None = None
     max_executions: int | None = None
     description: str = ""
@@ -285,6 +285,7 @@ class _Run:
         }
         if via is not None:
             ev["via"] = via
+            ev["step"] = len(self.path)  # the ordinal of the transition that produced the event
         ev.update(fields)
         self.ledger.emit(ev)
 
@@ -299,6 +300,26 @@ class _Run:
         if self.record_arguments:
             out["arguments"] = r.arguments if core.canonical_json(r.arguments) is not None else None
         return out
+
+    def _proposal_item(self, call: Json) -> dict[str, Json]:
+        """A proposed call as an input of the run: enough to recheck every decision but R4's
+        schema check without the raw arguments, which appear only when they are recorded."""
+        if not isinstance(call, dict):
+            return {"callId": None, "callIdType": "missing", "tool": None, "argsDigest": None,
+                    "argsObject": False, "item": "other"}
+        cid, name, args = call.get("id"), call.get("name"), call.get("arguments")
+        kind = ("missing" if "id" not in call else "null" if cid is None else "string" if isinstance(cid, str)
+                else "boolean" if isinstance(cid, bool) else "number" if isinstance(cid, int | float)
+                else "array" if isinstance(cid, list) else "object")
+        item: dict[str, Json] = {
+            "callId": cid if isinstance(cid, str) else None, "callIdType": kind,
+            "tool": name if isinstance(name, str) else None,
+            "argsDigest": digest(args) if isinstance(args, dict) else None,
+            "argsObject": isinstance(args, dict) and core.is_json(args), "item": "object",
+        }
+        if self.record_arguments:
+            item["arguments"] = args if core.canonical_json(args) is not None else None
+        return item
 
     # -- guards and effects --------------------------------------------------------------
     def _guard(self, name: str) -> bool:
@@ -325,6 +346,8 @@ class _Run:
             self._ask_model(t)
         elif name == "next_item":
             core.next_item(s)
+            nxt = len(s.requests) if s.response is not None and s.cursor < len(s.response) else None
+            self.emit("call_advanced", t.id, next=nxt)
         elif name == "end_round":
             self.last_round_results = tuple(a.to_json(s.config.run_id) for a in s.answers[self.round_answers_start:])
             self.round_answers_start = len(s.answers)
@@ -386,7 +409,8 @@ class _Run:
             self.emit("model_failed", t.id, round=s.round)
         else:
             assert s.response is not None
-            self.emit("model_proposed", t.id, round=s.round, calls=len(s.response))
+            self.emit("model_proposed", t.id, round=s.round, calls=len(s.response),
+                      proposal=[self._proposal_item(c) for c in s.response])
 
     def _execute(self, t: Transition, ex: core.Execution) -> None:
         s = self.s
@@ -459,8 +483,19 @@ class _Run:
         )
 
     def _cancel_now(self) -> None:
-        if not self.s.terminal:
-            self.trigger("cancel")  # type: ignore[attr-defined]
+        if self.s.terminal:
+            return
+        s = self.s
+        # A result already in hand but not yet answered is discarded with the run (R26): it must
+        # neither become an answer nor vanish from the ledger.
+        pending = (
+            s.executions[-1]
+            if self.state == "executing" and s.executions and s.executions[-1].outcome is not None  # type: ignore[attr-defined]
+            else None
+        )
+        self.trigger("cancel")  # type: ignore[attr-defined]
+        if pending is not None and pending.outcome is not None:
+            self._discard(pending, pending.outcome, "run cancelled before the result was answered")
 
     def counters(self) -> dict[str, Json]:
         s = self.s
@@ -505,6 +540,8 @@ class _Run:
                     self._cancel_now()
                     continue
                 state = self.state  # type: ignore[attr-defined]
+                if state == "proposed":
+                    core.admit_pending(s)
                 trigger = self.drive[state]
             fired = self.trigger(trigger)  # type: ignore[attr-defined]
             if not fired and not s.terminal:
@@ -519,7 +556,7 @@ class _Run:
             executions=tuple(e.request for e in s.executions),
             aborted=s.aborted,
             counters=self.counters(),
-            final=s.final,
+            final=s.final if s.stop_reason == "FINAL_ANSWER" else None,
             transitions=tuple(self.path),
             ledger=self.ledger,
         )

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from hypothesis import strategies as st
 
-from ._core import FAILURE_CATEGORIES
+from ._core import FAILURE_CATEGORIES, blank
 
 __all__ = [
     "ID_POOL",
@@ -62,9 +62,12 @@ WRONG: Final = {
 EXTRA_KEYS: Final = ("extra", "principal", "user", "tenant")
 EXTRA_VALUES: Final = ("mallory", 1, None, True)
 RELATIONS: Final = ("fresh", "replay", "same-content", "conflict", "unknown-tool", "invalid-arguments", "malformed")
+#: Odd call shapes. All are malformed (R2) except the last two, whose ids look blank or padded but
+#: are valid: R2's blank means Unicode White_Space only, and ids are compared exactly.
 MALFORMED: Final = (
     "missing-id", "numeric-id", "blank-id", "empty-id", "numeric-name", "arguments-string",
-    "arguments-list", "missing-arguments", "not-an-object", "null",
+    "arguments-list", "missing-arguments", "not-an-object", "null", "null-arguments", "unicode-blank-id",
+    "separator-id", "padded-id",
 )
 
 # --------------------------------------------------------------------------------------------
@@ -234,13 +237,21 @@ def malformed(call: Mapping[str, Json], how: str) -> Json:
         c.pop("arguments", None)
     elif how == "not-an-object":
         return "lookup(q='a')"
+    elif how == "null-arguments":
+        c["arguments"] = None
+    elif how == "unicode-blank-id":
+        c["id"] = "\u00a0\u2003"  # White_Space only: blank, so malformed
+    elif how == "separator-id":
+        c["id"] = "\x1c"  # not White_Space (though str.isspace() says so): a valid id
+    elif how == "padded-id":
+        c["id"] = f" {c.get('id')} "  # valid, and distinct from the unpadded id
     else:
         return None
     return c
 
 
 def _well_formed(c: Json) -> bool:
-    return (isinstance(c, dict) and isinstance(c.get("id"), str) and c["id"].strip() != ""
+    return (isinstance(c, dict) and isinstance(c.get("id"), str) and not blank(c["id"])
             and isinstance(c.get("name"), str) and isinstance(c.get("arguments"), dict))
 
 

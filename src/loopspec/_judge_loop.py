@@ -160,7 +160,9 @@ class LoopExpected(Expected):
         values = {
             "status": s.status, "stopReason": s.stop_reason, "coverage": s.coverage, "executed": s.executed,
             "aborted": None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]},
-            "final": s.final, "results": [wire_answer(a) for a in s.answers], "rounds": s.model_requests,
+            # a final answer is reported only for a run that ended with it (R22, R26)
+            "final": s.final if s.stop_reason == "FINAL_ANSWER" else None,
+            "results": [wire_answer(a) for a in s.answers], "rounds": s.model_requests,
         }
         out = {k: values[k] for k in LOOP_RESULT_FIELDS if k in values}
         out["executions"] = [e.request for e in s.executions]
