@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from loopspec import ToolFailure
@@ -16,7 +17,7 @@ from loopspec._fuzz import Campaign, load_case
 from loopspec._spec import load_spec
 from loopspec.cli import main
 from loopspec.fuzz import Executor, fuzz, replay
-from tests.fuzz_helpers import example_cmd, schema_validator
+from tests.fuzz_helpers import ROOT, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
 
@@ -166,11 +167,21 @@ def test_case_file_validates_against_its_schema(conflict_case: Path) -> None:
 def test_diagram_trace_is_the_expected_path_with_the_failed_transition(conflict_case: Path) -> None:
     spec = load_spec()
     dt = json.loads((conflict_case / "R7.path.json").read_text())
-    assert set(dt) == {"path", "failed"}
+    assert {"path", "failed"} <= set(dt)
+    validator = jsonschema.Draft202012Validator(
+        json.loads((ROOT / "spec" / "schema" / "transition-path.schema.json").read_text()))
+    validator.validate(dt)
     assert all(spec.transition(t) for t in dt["path"])
     assert dt["path"][0] == "T04" and spec.transition(dt["path"][-1]).dest == "completed"
     case = load_case(conflict_case / "R7.json")
     assert dt["path"][dt["failed"]] == case["verdict"]["violation"]["transition"] == "T12"
+
+
+def test_diagram_draws_the_counterexample_path(conflict_case: Path, tmp_path: Path) -> None:
+    assert main(["diagram", "--trace", str(conflict_case / "R7.path.json"), "--format", "mermaid",
+                 "--out", str(tmp_path)]) == 0
+    text = next(tmp_path.glob("*.mmd")).read_text()
+    assert "T12" in text and "failing step" in text
 
 
 def test_replay_reproduces_the_case_and_passes_on_a_correct_implementation(conflict_case: Path,

@@ -717,7 +717,11 @@ def diagram_trace(finding: Finding) -> dict[str, Json] | None:
     if steps is None:
         return None
     index = v.index if v is not None else None
-    return {"path": [t for t, _ in steps], "failed": decision_position(steps, index)}
+    out: dict[str, Json] = {"path": [t for t, _ in steps], "failed": decision_position(steps, index)}
+    if v is not None:
+        out["label"] = f"counterexample: {v.rule} {v.kind}" + (f" ({v.invariant})" if v.invariant else "")
+    out["source"] = "loopspec fuzz: the expected run of the failing step (reference engine, same tool outcomes)"
+    return out
 
 
 def outcome_tools(tools: Sequence[Mapping[str, Json]], outcomes: Sequence[Mapping[str, Json]]) -> list[Any]:
@@ -812,9 +816,10 @@ def render_finding(f: Finding, impl: str, case_path: str, provisional: bool = Fa
         for k in ("results", "executed", "aborted", "status", "stopReason"):
             if k in exp:
                 lines.append(f"  {k}: {compact(exp[k], 200)}")
+    lines.append("The divergence:")
+    lines.append(f"  the spec:           {compact(v.expected, 200)}")
+    lines.append(f"  the implementation: {compact(v.observed, 200)}")
     lines.append("What the implementation did:")
-    lines.append(f"  expected at this point: {compact(v.expected, 200)}")
-    lines.append(f"  observed:               {compact(v.observed, 200)}")
     obs = f.verdict.observed
     if obs.get("executions") is not None:
         lines.append(f"  executions seen by the harness: {len(obs['executions'])}")
