@@ -52,7 +52,7 @@ RAW_REPLIES: Final = ({"calls": "lookup"}, {"final": 3}, {}, {"calls": [], "fina
 
 _optional_small = st.sampled_from((None, None, 1, 2, 3, 0))  # unlimited first: the shrinking target
 _limit_plans = st.tuples(
-    _optional_small, _optional_small, _optional_small, st.sampled_from((None, None, 2, 4, 6, 0, 1)), st.integers(0, 2),
+    _optional_small, _optional_small, _optional_small, st.sampled_from((None, None, 2, 3, 4, 0, 1)), st.integers(0, 2),
 )
 _tool_limit_plans = st.tuples(*[st.sampled_from((None, None, None, 1, 0, 2))] * len(TOOL_POOL))
 
