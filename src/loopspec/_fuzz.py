@@ -366,7 +366,23 @@ class Campaign:
             print_blob=False,
         )
 
+    def clear_previous(self) -> None:
+        """Remove the finding files a previous campaign listed in ``<out>/campaign.json`` (ours only),
+        so that the directory never mixes two campaigns' findings."""
+        if self.out is None:
+            return
+        try:
+            doc = json.loads((self.out / "campaign.json").read_text(encoding="utf-8"))
+            rules = [f["rule"] for f in doc.get("findings", []) if isinstance(f.get("rule"), str)]
+        except (OSError, ValueError, AttributeError, TypeError):
+            return
+        for r in rules:
+            if r.replace("-", "").isalnum():
+                for suffix in (".json", ".txt", ".path.json"):
+                    (self.out / f"{r}{suffix}").unlink(missing_ok=True)
+
     def run(self) -> CampaignResult:
+        self.clear_previous()
         machine = self.machine_class()
 
         def factory() -> RuleBasedStateMachine:
