@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
