@@ -31,8 +31,6 @@ from ._rpc import (
     INTERNAL,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
-    MODEL_FAILED,
-    TOOL_FAILED,
     Channel,
     Handler,
     Peer,
@@ -527,7 +525,3 @@ def serve_stdio(executor: InProcess, rfd: int = 0, wfd: int = 1) -> None:
 
     peer.serve(handler)
 
-
-# Re-exported for adapters written against this module.
-TOOL_FAILED_CODE = TOOL_FAILED
-MODEL_FAILED_CODE = MODEL_FAILED

@@ -93,8 +93,10 @@ class Finding:
         return sum(step_calls(s) for s in self.steps)
 
     @property
-    def size(self) -> tuple[int, int, int]:
-        return (self.calls, len(self.steps), len(json.dumps(self.steps)))
+    def size(self) -> tuple[int, int, int, int]:
+        """What minimization reduces: calls, then steps, then the numbers (budgets, limits, script
+        length), then the text."""
+        return (self.calls, len(self.steps), sum(step_magnitude(s) for s in self.steps), len(json.dumps(self.steps)))
 
     def case_json(self, meta: Mapping[str, Json]) -> dict[str, Json]:
         return {
@@ -116,6 +118,13 @@ def step_calls(step: Mapping[str, Json]) -> int:
         return sum(len(r["calls"]) for r in step.get("model", [])
                    if isinstance(r, dict) and isinstance(r.get("calls"), list))
     return len(step.get("calls", []))
+
+
+def step_magnitude(step: Mapping[str, Json]) -> int:
+    cfg = step.get("config", {})
+    numbers = [cfg.get("budget"), *(cfg.get("limits") or {}).values()]
+    numbers += [t.get("maxExecutions") for t in cfg.get("tools", []) if isinstance(t, dict)]
+    return sum(n for n in numbers if isinstance(n, int) and not isinstance(n, bool)) + len(step.get("script", []))
 
 
 class _StopCampaign(BaseException):
@@ -613,6 +622,9 @@ def _reductions(steps: list[dict[str, Json]]) -> list[list[dict[str, Json]]]:
         out += [with_step({**step, "calls": calls[:j] + calls[j + 1:]}) for j in range(len(calls))]
         script = step.get("script", [])
         out += [with_step({**step, "script": script[:j] + script[j + 1:]}) for j in range(len(script))]
+        budget = step["config"].get("budget")
+        if isinstance(budget, int) and budget > 0:
+            out.append(with_step({**step, "config": {**step["config"], "budget": budget - 1}}))
         used = {c.get("name") for c in calls if isinstance(c, dict)}
         tools = step["config"]["tools"]
         out += [with_step({**step, "config": {**step["config"], "tools": tools[:j] + tools[j + 1:]}})

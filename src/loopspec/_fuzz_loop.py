@@ -274,6 +274,8 @@ def loop_step_reductions(step: dict[str, Json]) -> list[dict[str, Json]]:
     for key, value in limits.items():
         if value is not None and key != "maxRetries":
             out.append({**step, "config": {**step["config"], "limits": {**limits, key: None}}})
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            out.append({**step, "config": {**step["config"], "limits": {**limits, key: value - 1}}})
     used = {c.get("name") for r in model if isinstance(r, dict) and isinstance(r.get("calls"), list)
             for c in r["calls"] if isinstance(c, dict)}
     tools = step["config"]["tools"]
