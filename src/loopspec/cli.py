@@ -26,7 +26,7 @@ EXIT_FOUND = 1
 EXIT_USAGE = 2
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("_cmd_demo", "_cmd_spec", "_cmd_vectors")
+COMMAND_MODULES: tuple[str, ...] = ("_cmd_demo", "_cmd_spec", "_cmd_vectors", "_cmd_verify")
 
 
 class UsageError(Exception):

@@ -279,3 +279,31 @@ def _scope_to_raw(s: Scope) -> dict[str, Any]:
         if s.deadline is not None:
             raw["deadline"] = s.deadline
     return raw
+
+
+def expected_table(scope: str, figures: Mapping[str, int]) -> str:
+    body = "".join(f"{k} = {v}\n" for k, v in figures.items())
+    return f"[scope.{scope}.expected]\n{body}"
+
+
+def update_expected(path: str | Path, figures: Mapping[str, Mapping[str, int]]) -> str:
+    """The text of the bounds file at ``path`` with ``[scope.NAME.expected]`` replaced (or added)."""
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    for scope, figs in figures.items():
+        header = f"[scope.{scope}.expected]"
+        start = next((i for i, ln in enumerate(lines) if ln.strip() == header), None)
+        block = expected_table(scope, figs).splitlines(keepends=True)
+        if start is None:
+            if lines and not lines[-1].endswith("\n"):
+                lines[-1] += "\n"
+            lines += ["\n", *block]
+        else:
+            end = start + 1
+            while end < len(lines) and not lines[end].lstrip().startswith("["):
+                end += 1
+            tail_blank = ["\n"] if end < len(lines) else []
+            lines[start:end] = block + tail_blank
+    out = "".join(lines)
+    parse_bounds(tomllib.loads(out), str(path))  # never write a file we cannot read back
+    return out

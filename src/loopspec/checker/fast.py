@@ -328,7 +328,7 @@ class FastModel:
             t, form, succ = rec[1]
             tname = U.tools[t].name
             data[self.focus] = Binding(tname, core.content_key(tname, self._args(t, form)), None,  # type: ignore[arg-type]
-                                       None if succ is None else (tool_output(succ[1]),), None)
+                                       None if succ is None else (_output(succ[1]),), None)
         bindings = Bindings(frozenset({self.focus}) if rec is not None else frozenset(), data)
         resp = L[_I["response"]]
         dl = U.configs[cfg_index].config.limits.deadline
@@ -539,7 +539,7 @@ class FastModel:
                 if win.past_gexp is None or any(k != win.past_gexp for k, _ in win.past_gfirst):
                     raise NonLocal("a past success of content the id was not bound to")
                 (_, tok), = win.past_gfirst
-                execs = [Execution(0, rs[0].name, cfg.principal, 0, 1, Outcome.success(tool_output(tok))), *execs]  # type: ignore[arg-type]
+                execs = [Execution(0, rs[0].name, cfg.principal, 0, 1, Outcome.success(_output(tok))), *execs]  # type: ignore[arg-type]
             b = w.bindings.own() if win.focus else {}  # type: ignore[attr-defined]
             ans_ = [Answer(i, 0, None, "ok") for i in range(nans - len(window_answers))] + window_answers
             cache["world"] = synth(requests=rs, executions=execs, answers=ans_, bindings=b)
@@ -591,11 +591,15 @@ _FIELDS = tuple(sorted(ALL_FIELDS))
 _GHOST_FIELDS = frozenset({"gtool", "gretries", "cur_hist", "cur_first", "glimit"})
 
 
+def _output(tok: Json) -> Json:
+    return None if tok is None else tool_output(tok)
+
+
 def _outcome(enc: Json) -> Outcome | None:
     if enc is None:
         return None
     if enc[0] == "ok":
-        return Outcome(True, tool_output(enc[1]), None)
+        return Outcome(True, _output(enc[1]), None)
     return Outcome(False, None, enc[1])
 
 

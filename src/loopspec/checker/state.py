@@ -28,6 +28,7 @@ interchangeable: they differ in schema and allow-listing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -421,3 +422,23 @@ def _firsts(enc: Encoder, s: RunState) -> dict[tuple[object, Json], tuple[int, J
     except (AssertionError, IndexError) as exc:
         raise NonLocal(f"first successes: {type(exc).__name__}") from None
     return {(cid, enc.key(key)): (idx, enc.output(out)) for (cid, key), (idx, out) in firsts.items()}
+
+
+def orbit_size(key: Json, n_values: int) -> int:
+    """How many concrete states the canonical ``key`` stands for (its orbit under the symmetry):
+    the distinct assignments of its records to the ids, times two when the value swap yields a
+    different state. A terminal key stands for itself."""
+    L, recs = key
+    if not recs:
+        return 1
+    counts: dict[Json, int] = {}
+    for r in recs:
+        counts[r] = counts.get(r, 0) + 1
+    n = math.factorial(len(recs))
+    for c in counts.values():
+        n //= math.factorial(c)
+    if n_values == 2:
+        L2, recs2 = swap_values(L), tuple(sorted((swap_values(r) for r in recs), key=_order))
+        if (L2, recs2) != (L, tuple(sorted(recs, key=_order))):
+            n *= 2
+    return n
