@@ -113,13 +113,27 @@ def _normalise(value: Json, depth: int = 0) -> Json:
     raise _NotJson(type(value).__name__)
 
 
+def is_json(value: Json, depth: int = 0) -> bool:
+    """Is ``value`` a JSON value (string keys, finite numbers, at most 64 levels deep)?"""
+    if depth > 64:
+        return False
+    if value is None or isinstance(value, bool | str | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(is_json(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and is_json(v, depth + 1) for k, v in value.items())
+    return False
+
+
 def canonical_json(value: Json) -> str | None:
     """The canonical text of a JSON value, or ``None`` when ``value`` is not JSON.
 
     Object keys are sorted, integral numbers print as integers (``1.0`` -> ``1``), booleans stay
     booleans. Two call contents are equal exactly when their canonical texts are equal.
-
-    post: __return__ is None or __return__ == canonical_json(json.loads(__return__))
+    (Checked by property tests: the C JSON encoder is out of CrossHair's symbolic reach.)
     """
     try:
         norm = _normalise(value)
@@ -242,19 +256,34 @@ def arguments_valid(schema: ToolSchema, arguments: Mapping[str, Json]) -> bool:
     return True
 
 
+#: Unicode White_Space (PropList.txt): an id made only of these is blank (R2).
+WHITE_SPACE: Final = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def blank(text: str) -> bool:
+    """Is ``text`` empty or made only of Unicode White_Space? (R2)
+
+    post: __return__ == all(ch in WHITE_SPACE for ch in text)
+    """
+    return all(ch in WHITE_SPACE for ch in text)
+
+
 def well_formed(call_id: object, name: object, arguments: object) -> bool:
     """R2: a non-blank string id, a string name, and arguments that are a JSON object.
 
-    post: implies(__return__, isinstance(call_id, str) and call_id.strip() != "")
+    post: implies(__return__, isinstance(call_id, str) and not blank(call_id))
     post: implies(__return__, isinstance(name, str) and isinstance(arguments, dict))
     """
-    if not isinstance(call_id, str) or not call_id.strip():
+    if not isinstance(call_id, str) or blank(call_id):
         return False
     if not isinstance(name, str):
         return False
     if not isinstance(arguments, dict):
         return False
-    return canonical_json(arguments) is not None
+    return is_json(arguments)
 
 
 def implies(a: bool, b: bool) -> bool:
@@ -505,6 +534,7 @@ class RunState:
     model_failed: bool = False
     input_exhausted: bool = False
     cursor: int = 0
+    admitted_cursor: int = -1  # the cursor position whose call became the newest request
     outcome: Outcome | None = None  # the current execution's latest outcome
     status: str | None = None
     stop_reason: str | None = None
@@ -592,6 +622,7 @@ def _retry_allowed(s: RunState) -> bool:
         and not o.ok
         and o.category == "DEPENDENCY_TEMPORARY"
         and ex.attempts - 1 < s.config.limits.max_retries
+        and not _deadline_passed(s)
     )
 
 
@@ -640,6 +671,7 @@ def receive_response(s: RunState, response: Json) -> None:
     s.model_requests += 1
     s.round += 1
     s.cursor = 0
+    s.admitted_cursor = -1
     s.response = None
     if isinstance(response, dict) and set(response) == {"final"} and isinstance(response["final"], str):
         s.final = response["final"]
@@ -650,8 +682,6 @@ def receive_response(s: RunState, response: Json) -> None:
         s.response = tuple(response)
     else:
         s.model_failed = True
-    if s.response:
-        admit_cursor_call(s)
 
 
 def admit_cursor_call(s: RunState) -> Request:
@@ -707,6 +737,7 @@ def begin_execution(s: RunState) -> Execution:
 
 def begin_retry(s: RunState) -> None:
     s.executions[-1].attempts += 1
+    s.executions[-1].outcome = None  # the new attempt has no outcome yet
     s.retries += 1
     s.outcome = None
 
@@ -737,8 +768,18 @@ def answer_failure(s: RunState) -> Answer:
 
 def next_item(s: RunState) -> None:
     s.cursor += 1
-    if s.response is not None and s.cursor < len(s.response):
-        admit_cursor_call(s)
+
+
+def admit_pending(s: RunState) -> None:
+    """When the run is about to check the item at the cursor and it is a call that has not become a
+    request yet, make it the next request. Calls become requests only when they are taken up, so
+    the calls of a response that is never processed (a cancelled run) are never counted (R26)."""
+    if s.response is None or s.cursor >= len(s.response) or s.final is not None or s.model_failed:
+        return
+    if s.requests and s.requests[-1].round == s.round and s.admitted_cursor == s.cursor:
+        return
+    admit_cursor_call(s)
+    s.admitted_cursor = s.cursor
 
 
 def end_round(s: RunState) -> None:
@@ -1135,6 +1176,7 @@ def drive(
         assert s.response is not None
         while s.cursor < len(s.response):
             now()
+            admit_pending(s)
             action, code, binds = gate(s, authorize)
             if binds:
                 bind_id(s)
@@ -1147,9 +1189,11 @@ def drive(
                 ex = begin_execution(s)
                 step("executing")
                 record_outcome(s, outcome_for(s, ex))
+                now()
                 while _retry_allowed(s):
                     begin_retry(s)
                     record_outcome(s, outcome_for(s, ex))
+                    now()
                 if s.outcome is not None and s.outcome.ok:
                     store_success(s)
                 else:

@@ -76,7 +76,7 @@ class Tool:
 
     name: str
     fn: Callable[[dict[str, Json], ToolContext], Json]
-    schema: ToolSchema = ToolSchema()
+    schema: ToolSchema = field(default_factory=ToolSchema)
     fields: tuple[str, ...] | None = None
     max_executions: int | None = None
     description: str = ""
@@ -285,6 +285,7 @@ class _Run:
         }
         if via is not None:
             ev["via"] = via
+            ev["step"] = len(self.path)  # the ordinal of the transition that produced the event
         ev.update(fields)
         self.ledger.emit(ev)
 
@@ -325,6 +326,8 @@ class _Run:
             self._ask_model(t)
         elif name == "next_item":
             core.next_item(s)
+            nxt = len(s.requests) if s.response is not None and s.cursor < len(s.response) else None
+            self.emit("call_advanced", t.id, next=nxt)
         elif name == "end_round":
             self.last_round_results = tuple(a.to_json(s.config.run_id) for a in s.answers[self.round_answers_start:])
             self.round_answers_start = len(s.answers)
@@ -459,8 +462,19 @@ class _Run:
         )
 
     def _cancel_now(self) -> None:
-        if not self.s.terminal:
-            self.trigger("cancel")  # type: ignore[attr-defined]
+        if self.s.terminal:
+            return
+        s = self.s
+        # A result already in hand but not yet answered is discarded with the run (R26): it must
+        # neither become an answer nor vanish from the ledger.
+        pending = (
+            s.executions[-1]
+            if self.state == "executing" and s.executions and s.executions[-1].outcome is not None  # type: ignore[attr-defined]
+            else None
+        )
+        self.trigger("cancel")  # type: ignore[attr-defined]
+        if pending is not None and pending.outcome is not None:
+            self._discard(pending, pending.outcome, "run cancelled before the result was answered")
 
     def counters(self) -> dict[str, Json]:
         s = self.s
@@ -505,6 +519,8 @@ class _Run:
                     self._cancel_now()
                     continue
                 state = self.state  # type: ignore[attr-defined]
+                if state == "proposed":
+                    core.admit_pending(s)
                 trigger = self.drive[state]
             fired = self.trigger(trigger)  # type: ignore[attr-defined]
             if not fired and not s.terminal:
@@ -519,7 +535,7 @@ class _Run:
             executions=tuple(e.request for e in s.executions),
             aborted=s.aborted,
             counters=self.counters(),
-            final=s.final,
+            final=s.final if s.stop_reason == "FINAL_ANSWER" else None,
             transitions=tuple(self.path),
             ledger=self.ledger,
         )

@@ -18,8 +18,8 @@ from typing import Any, Final
 
 __all__ = [
     "Code",
-    "Guard",
     "Effect",
+    "Guard",
     "Invariant",
     "Rule",
     "Spec",
@@ -450,7 +450,7 @@ def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
             if (sr is None) == (esc is None):
                 raise ctx.error("transition", tid, "stop_reason", "a transition into a terminal state needs exactly one of stop_reason / escalates")
             if sr is not None and {r.id: r for r in stop_reasons}[sr].status != d.status:
-                raise ctx.error("transition", tid, "stop_reason", f"stop reason {sr} has status {[r.status for r in stop_reasons if r.id == sr][0]}, but {dest!r} is {d.status}")
+                raise ctx.error("transition", tid, "stop_reason", f"stop reason {sr} has status {next(r.status for r in stop_reasons if r.id == sr)}, but {dest!r} is {d.status}")
             if esc is not None:
                 for c in codes:
                     if c.kind == esc and {r.id: r for r in stop_reasons}[c.stop_reason].status != d.status:

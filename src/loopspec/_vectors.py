@@ -16,7 +16,15 @@ from typing import Any
 from ._engine import RunOutcome, Tool, ToolContext, ToolFailure, run_batch
 from ._spec import default_spec_path
 
-__all__ = ["VectorResult", "build_tools", "load_batch_vectors", "observe", "run_batch_vector"]
+__all__ = [
+    "VectorResult",
+    "build_tools",
+    "load_batch_vectors",
+    "load_loop_vectors",
+    "observe",
+    "run_batch_vector",
+    "run_loop_vector",
+]
 
 Json = Any
 
@@ -94,7 +102,7 @@ class VectorResult:
 
     def diff(self) -> list[str]:
         out = []
-        for k in ("results", "executed", "executions", "aborted"):
+        for k in self.expected:
             if self.expected.get(k) != self.observed.get(k):
                 out.append(f"{k}: expected {json.dumps(self.expected.get(k))}, got {json.dumps(self.observed.get(k))}")
         return out
@@ -110,3 +118,157 @@ def run_batch_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> 
     observed = observe(outcome)
     expected = {k: case["expect"].get(k) for k in ("results", "executed", "executions", "aborted")}
     return VectorResult(case["id"], observed == expected, expected, observed, outcome)
+
+
+# --------------------------------------------------------------------------------------------
+# Loop vectors
+# --------------------------------------------------------------------------------------------
+
+
+def load_loop_vectors(path: str | Path | None = None) -> dict[str, Json]:
+    p = Path(path) if path is not None else conformance_dir() / "loop.json"
+    with p.open(encoding="utf-8") as fh:
+        doc = json.load(fh)
+    if doc.get("format") != "loopspec-loop-vectors/1":
+        raise ValueError(f"{p}: unsupported vector format {doc.get('format')!r}")
+    return doc  # type: ignore[no-any-return]
+
+
+class _FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _loop_behaviour(kind: str, name: str, attempt: Callable[[], int]) -> Callable[[dict[str, Json], ToolContext], Json]:
+    if kind == "record":
+        return lambda a, c: {"id": a.get("key"), "name": f"rec-{a.get('key')}", "secret": "CANARY"}
+    return _behaviour(kind, name, attempt)
+
+
+def _denied(patterns: list[Mapping[str, Json]], tool_name: str, arguments: Mapping[str, Json]) -> bool:
+    from ._core import canonical_json
+
+    for p in patterns:
+        if p.get("tool") == tool_name and all(
+            k in arguments and canonical_json(arguments[k]) == canonical_json(v)
+            for k, v in p.get("arguments", {}).items()
+        ):
+            return True
+    return False
+
+
+def run_loop_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> VectorResult:
+    import threading
+
+    from ._core import Limits
+    from ._engine import CancelToken, run_loop
+    from ._ledger import Ledger
+
+    specs = case["tools"] if "tools" in case else toolsets[case["toolset"]]
+    clock_cfg = case.get("clock", {})
+    per_model = float(clock_cfg.get("perModelRequest", 0))
+    per_attempt = float(clock_cfg.get("perAttempt", 0))
+    cancel_cfg = case.get("cancel", {})
+    fail = {int(k): v for k, v in case.get("failures", {}).items()}
+    clock = _FakeClock()
+    token = CancelToken() if cancel_cfg else None
+    ledger = Ledger()
+    ended = threading.Event()
+    ledger.subscribe(lambda ev: ended.set() if ev["type"] == "run_terminal" else None)
+    attempts = {"n": 0}
+    workers_done = threading.Event()
+    workers_done.set()
+
+    def current() -> int:
+        return attempts["n"]
+
+    tools = []
+    for t in specs:
+        inner = _loop_behaviour(t["behaviour"], t["name"], current)
+
+        def fn(a: dict[str, Json], c: ToolContext, inner: Callable[..., Json] = inner) -> Json:
+            attempts["n"] += 1
+            k = attempts["n"]
+            try:
+                if cancel_cfg.get("duringAttempt") == k and token is not None:
+                    workers_done.clear()
+                    token.cancel()
+                    ended.wait(10)  # the result arrives only after the run is terminal (R26)
+                if k in fail:
+                    raise ToolFailure(fail[k], "injected by the vector")
+                return inner(a, c)
+            finally:
+                clock.now += per_attempt
+                if cancel_cfg.get("duringAttempt") == k:
+                    workers_done.set()
+
+        tools.append(Tool.define(t["name"], fn, t.get("inputSchema"), fields=t.get("fields"),
+                                 max_executions=t.get("maxExecutions")))
+
+    script = list(case["model"])
+    asked = {"n": 0}
+
+    def model(turn: Any) -> Json:
+        i = asked["n"]
+        asked["n"] += 1
+        if i >= len(script):
+            raise AssertionError(f"vector {case['id']}: the run asked for model response {i + 1}, the script has {len(script)}")
+        entry = script[i]
+        clock.now += per_model
+        if cancel_cfg.get("afterModelRequest") == i + 1 and token is not None:
+            token.cancel()
+        if entry.get("error"):
+            raise RuntimeError("scripted model failure")
+        return entry
+
+    lim = case.get("limits", {})
+    limits = Limits(
+        max_rounds=lim.get("maxRounds"), max_executions=lim.get("maxExecutions"),
+        max_tool_executions=lim.get("maxToolExecutions"), max_requests=lim.get("maxRequests"),
+        max_retries=lim.get("maxRetries") or 0, deadline=lim.get("deadline"),
+    )
+    deny = case.get("deny", [])
+    seen: list[list[Json]] = []
+
+    def model_spy(turn: Any) -> Json:
+        if turn.round > 1:
+            seen.append([_shape(r) for r in turn.results])
+        return model(turn)
+
+    outcome = run_loop(
+        model_spy, tools=tools, limits=limits, mode=case["mode"], on_limit=case["onLimit"],
+        principal=case.get("principal", "anonymous"), clock=clock,
+        authorize=(lambda p, name, args: not _denied(deny, name, args)) if deny else None,
+        cancel=token, ledger=ledger, run_id=case["id"],
+    )
+    workers_done.wait(10)
+    observed: dict[str, Json] = {
+        "status": outcome.status,
+        "stopReason": outcome.stop_reason,
+        "coverage": outcome.coverage,
+        "rounds": outcome.counters["modelRequests"],
+        "results": [_shape(r) for r in outcome.results],
+        "executed": outcome.executed,
+        "executions": list(outcome.executions),
+        "aborted": None if outcome.aborted is None else {"index": outcome.aborted[0], "code": outcome.aborted[1]},
+    }
+    exp = case["expect"]
+    expected = {k: exp.get(k) for k in observed}
+    if "counters" in exp:
+        discarded = sum(1 for e in ledger.events if e["type"] == "late_result_discarded")
+        counters = dict(outcome.counters, discarded=discarded)
+        observed["counters"] = {k: counters[k] for k in exp["counters"]}
+        expected["counters"] = exp["counters"]
+    if "modelSaw" in exp:
+        observed["modelSaw"] = seen
+        expected["modelSaw"] = exp["modelSaw"]
+    return VectorResult(case["id"], observed == expected, expected, observed, outcome)
+
+
+def _shape(r: Mapping[str, Json]) -> dict[str, Json]:
+    if r["status"] == "ok":
+        return {"id": r["id"], "status": "ok", "output": r["output"]}
+    return {"id": r["id"], "status": "error", "code": r["code"]}

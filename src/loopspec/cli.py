@@ -26,7 +26,7 @@ EXIT_FOUND = 1
 EXIT_USAGE = 2
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("_cmd_demo", "_cmd_spec", "_cmd_vectors", "_cmd_verify")
+COMMAND_MODULES: tuple[str, ...] = ("_cmd_demo", "_cmd_spec", "_cmd_vectors", "_cmd_diagram", "_cmd_verify")
 
 
 class UsageError(Exception):
@@ -77,6 +77,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 70
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,0 +1,193 @@
+"""``loopspec diagram``: render the spec's diagrams, optionally with a trace or coverage overlay.
+
+Writes, into ``--out`` (default ``diagrams/``), for each diagram one file per format:
+
+* ``machine.*`` — the loop machine; ``check-order.*`` — the per-call check order (R1);
+* with ``--trace`` / ``--coverage``: only the overlaid machine, ``machine-trace.*``,
+  ``machine-coverage.*`` or ``machine-trace-coverage.*``.
+
+Formats: ``dot`` (Graphviz source), ``svg`` and ``png`` (rendered by Graphviz's ``dot``),
+``mermaid`` (``.mmd``, renders on GitHub) and ``md`` (Markdown tables). Without ``--format`` every
+format is written.
+
+Exit codes: 0 when every requested file was written. When Graphviz's ``dot`` is not installed the
+text formats are still written and one line says how to install it; that is exit 0 when no format
+was asked for (svg/png are then skipped), and **exit 2** when ``--format svg`` or ``--format png``
+was asked for explicitly (the command could not do what it was told). Unreadable or malformed
+overlay input: a one-line error naming the file and line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import graphviz
+
+from ._spec import Spec, load_rules, load_spec
+from ._text import write_atomic
+from .cli import EXIT_OK, EXIT_USAGE, UsageError
+from .render import (
+    OverlayError,
+    check_flow_dot,
+    check_flow_markdown,
+    check_flow_mermaid,
+    extract_check_flow,
+    extract_machine,
+    machine_dot,
+    machine_markdown,
+    machine_mermaid,
+    make_overlay,
+    overlay_markdown,
+    read_coverage,
+    read_trace,
+)
+
+FORMATS: Final = ("svg", "png", "dot", "mermaid", "md")
+EXTENSION: Final = {"svg": "svg", "png": "png", "dot": "dot", "mermaid": "mmd", "md": "md"}
+RENDERED: Final = ("svg", "png")
+PNG_DPI: Final = 144
+INSTALL_HINT: Final = (
+    "Graphviz's `dot` was not found, so no svg/png was written; install Graphviz "
+    "(Debian/Ubuntu: apt-get install -y graphviz; macOS: brew install graphviz) and run again"
+)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "diagram",
+        help="render the spec's diagrams (SVG/PNG via Graphviz, DOT, Mermaid, Markdown); overlay a trace or coverage",
+        description=__doc__.split("\n\n", 1)[0].split(": ", 1)[1] if __doc__ else None,
+        epilog="Exit codes: 0 written; 2 usage error, unreadable input, or an explicitly requested svg/png "
+               "that Graphviz could not produce.",
+    )
+    p.add_argument("--format", action="append", choices=FORMATS,
+                   help="a format to write (repeatable; default: all of them)")
+    p.add_argument("--out", default="diagrams", metavar="DIR", help="output directory (default: diagrams/)")
+    p.add_argument("--spec", metavar="FILE", help="a spec TOML file (default: the shipped spec/loop.toml)")
+    p.add_argument("--trace", metavar="FILE",
+                   help='draw a path: {"path": [...], "failed": n} (transition-path.schema.json) or a run ledger (NDJSON)')
+    p.add_argument("--coverage", metavar="FILE",
+                   help='shade by hits: {"transitions": {...}} (transition-coverage.schema.json) or a run ledger')
+    p.add_argument("--run", metavar="ID",
+                   help="which run of a ledger to use (default: the first for --trace, all runs for --coverage)")
+    p.set_defaults(handler=handle)
+
+
+@dataclass(frozen=True)
+class Job:
+    stem: str
+    dot: str
+    dot_png: str
+    mermaid: str
+    markdown: str
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _rules(spec: Spec, spec_file: str | None) -> tuple[Any, ...]:
+    if spec_file is None:
+        return load_rules(None, spec)
+    md = Path(spec_file).with_name("SPEC.md")
+    return load_rules(md, spec) if md.is_file() else ()
+
+
+def jobs(spec: Spec, rules: tuple[Any, ...], trace_file: str | None, coverage_file: str | None,
+         run: str | None) -> list[Job]:
+    machine = extract_machine(spec, rules)
+    if trace_file is None and coverage_file is None:
+        flow = extract_check_flow(spec)
+        return [
+            Job("machine", machine_dot(machine), machine_dot(machine, dpi=PNG_DPI), machine_mermaid(machine),
+                machine_markdown(machine, image="machine.svg")),
+            Job("check-order", check_flow_dot(flow), check_flow_dot(flow, dpi=PNG_DPI), check_flow_mermaid(flow),
+                check_flow_markdown(flow, image="check-order.svg")),
+        ]
+    try:
+        trace = read_trace(_read(trace_file), trace_file, machine, run) if trace_file else None
+        cov = read_coverage(_read(coverage_file), coverage_file, machine, run) if coverage_file else None
+    except OverlayError as exc:
+        raise UsageError(str(exc)) from None
+    ov = make_overlay(machine, trace, cov)
+    stem = "machine" + ("-trace" if trace else "") + ("-coverage" if cov else "")
+    return [Job(stem, machine_dot(machine, ov), machine_dot(machine, ov, dpi=PNG_DPI), machine_mermaid(machine, ov),
+                overlay_markdown(machine, ov, image=f"{stem}.svg"))]
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _readable(path: Path) -> None:
+    """Atomic writes create 0600 files; diagrams are for publishing, so honour the umask instead."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
+def handle(args: argparse.Namespace) -> int:
+    formats = tuple(dict.fromkeys(args.format)) if args.format else FORMATS
+    explicit = bool(args.format)
+    if args.run is not None and not (args.trace or args.coverage):
+        raise UsageError("--run picks a run of a ledger given with --trace or --coverage")
+    spec = load_spec(args.spec)
+    todo = jobs(spec, _rules(spec, args.spec), args.trace, args.coverage, args.run)
+    out = Path(args.out)
+    no_dot = False
+    failed: list[str] = []
+    for job in todo:
+        for fmt in formats:
+            path = out / f"{job.stem}.{EXTENSION[fmt]}"
+            if fmt == "dot":
+                write_atomic(path, job.dot)
+            elif fmt == "mermaid":
+                write_atomic(path, job.mermaid)
+            elif fmt == "md":
+                write_atomic(path, job.markdown)
+            else:
+                if no_dot:
+                    continue
+                src = job.dot if fmt == "svg" else job.dot_png
+                try:
+                    data = graphviz.pipe("dot", fmt, src.encode("utf-8"), quiet=True)
+                except graphviz.ExecutableNotFound:
+                    no_dot = True
+                    continue
+                except graphviz.CalledProcessError as exc:
+                    err = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+                    failed.append(f"{path}: Graphviz failed: {err[0] if err else exc.returncode}")
+                    continue
+                _write_bytes_atomic(path, data)
+            _readable(path)
+            print(path)
+    if no_dot:
+        print(f"loopspec diagram: {INSTALL_HINT}", file=sys.stderr)
+    for f in failed:
+        print(f"loopspec diagram: error: {f}", file=sys.stderr)
+    if failed or (no_dot and explicit and any(f in RENDERED for f in formats)):
+        return EXIT_USAGE
+    return EXIT_OK

@@ -1,0 +1,62 @@
+"""Whole-batch contracts for CrossHair: the pure core driven end to end on symbolic inputs.
+
+``crosshair check loopspec._contracts`` explores these functions symbolically. Small integers
+stand for the interchangeable values of a batch (call ids, argument values, which executions
+fail); each postcondition is an observable property of the spec (rule ids in the comments), and
+the last one is that no invariant of loop.toml is violated in the final state.
+"""
+
+from __future__ import annotations
+
+from ._core import (
+    Limits,
+    Outcome,
+    RunConfig,
+    RunState,
+    ToolSchema,
+    drive,
+    violated_invariants,
+)
+
+_IDS = ("a", "b", "c")
+_VALUES = ("x", "y")
+_SCHEMAS = {"t": ToolSchema((("v", "string"),), frozenset({"v"}), False)}
+
+
+def batch_summary(
+    ids: list[int], values: list[int], known: list[bool], failing: list[bool], budget: int, abort: bool
+) -> tuple[int, int, int, int]:
+    """Run one batch through the pure core: (executed, answers, replays, invariant violations).
+
+    pre: 0 <= budget <= 3
+    pre: len(ids) <= 4 and len(values) == len(ids) and len(known) == len(ids) and len(failing) == 4
+    pre: all(0 <= i < 3 for i in ids) and all(0 <= v < 2 for v in values)
+    post: __return__[0] <= budget
+    post: __return__[1] <= len(ids)
+    post: implies(not abort, __return__[1] == len(ids))
+    post: __return__[0] + __return__[2] <= len(ids)
+    post: __return__[3] == 0
+    """
+    calls = [
+        {"id": _IDS[i], "name": "t" if k else "shell", "arguments": {"v": _VALUES[v]}}
+        for i, v, k in zip(ids, values, known, strict=True)
+    ]
+    mode = "abort" if abort else "continue"
+    cfg = RunConfig(schemas=_SCHEMAS, limits=Limits(max_executions=budget), mode=mode,
+                    on_limit="throw" if abort else "error-result", batch=True)
+    violations = 0
+
+    def check(s: RunState, label: str) -> None:
+        nonlocal violations
+        violations += len(violated_invariants(s))
+
+    def outcome(s: RunState, ex: object) -> Outcome:
+        n = s.executed - 1
+        return Outcome.failure("INTERNAL_ERROR") if failing[n] else Outcome.success(n)
+
+    s = drive(RunState(cfg), lambda s: calls, outcome, on_step=check)
+    return s.executed, len(s.answers), s.replays, violations
+
+
+def implies(a: bool, b: bool) -> bool:
+    return (not a) or b

@@ -1,0 +1,182 @@
+"""Unit tests of the pure core: canonical content, the schema subset, the check order (R1–R10)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import pytest
+
+from loopspec import load_spec
+from loopspec._core import (
+    EXECUTE,
+    REJECT,
+    REPLAY,
+    ToolDefinitionError,
+    arguments_valid,
+    canonical_json,
+    classify_binding,
+    content_key,
+    decide,
+    escalates,
+    parse_schema,
+    well_formed,
+    within,
+)
+
+TEXT = parse_schema({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"],
+                     "additionalProperties": False}, tool="length")
+MIXED = parse_schema({"type": "object", "properties": {"key": {"type": "string"}, "n": {"type": "integer"},
+                                                        "flag": {"type": "boolean"}},
+                      "required": ["key"], "additionalProperties": False}, tool="lookup")
+OPEN = parse_schema({"type": "object", "properties": {"text": {"type": "string"}}}, tool="note")
+
+
+class TestCanonicalContent:
+    def test_key_order_is_irrelevant(self) -> None:
+        assert canonical_json({"a": 1, "b": [1, {"d": 2, "c": 3}]}) == canonical_json({"b": [1, {"c": 3, "d": 2}], "a": 1})
+
+    def test_integral_numbers_compare_by_value(self) -> None:
+        assert canonical_json({"n": 1}) == canonical_json({"n": 1.0})
+        assert canonical_json({"n": 1.5}) != canonical_json({"n": 1})
+
+    def test_booleans_are_not_numbers(self) -> None:
+        assert canonical_json({"n": True}) != canonical_json({"n": 1})
+        assert canonical_json({"n": False}) != canonical_json({"n": 0})
+
+    @pytest.mark.parametrize("bad", [{"x": math.nan}, {"x": math.inf}, {1: "a"}, {"x": object()}, {"x": {1, 2}}])
+    def test_non_json_is_rejected(self, bad: object) -> None:
+        assert canonical_json(bad) is None
+
+    def test_canonical_text_round_trips(self) -> None:
+        v = {"z": [1, 2.5, "é", None, True], "a": {}}
+        text = canonical_json(v)
+        assert text is not None and canonical_json(json.loads(text)) == text
+
+    def test_content_includes_the_tool_name(self) -> None:
+        assert content_key("length", {"text": "a"}) != content_key("upper", {"text": "a"})
+
+
+class TestWellFormed:
+    """R2."""
+
+    @pytest.mark.parametrize(
+        ("call_id", "name", "args", "ok"),
+        [
+            ("c1", "length", {"text": "x"}, True),
+            ("", "length", {}, False),
+            ("   ", "length", {}, False),
+            (None, "length", {}, False),
+            (7, "length", {}, False),
+            ("c1", None, {}, False),
+            ("c1", 3, {}, False),
+            ("c1", "", {}, True),  # an empty name is a string: it fails the allow-list instead (R3)
+            ("c1", "length", '{"text": "x"}', False),
+            ("c1", "length", ["text"], False),
+            ("c1", "length", None, False),
+            ("c1", "length", {"x": math.nan}, False),
+        ],
+    )
+    def test_cases(self, call_id: object, name: object, args: object, ok: bool) -> None:
+        assert well_formed(call_id, name, args) is ok
+
+
+class TestSchemaSubset:
+    """R4."""
+
+    def test_required_and_types(self) -> None:
+        assert arguments_valid(MIXED, {"key": "a", "n": 3, "flag": True})
+        assert arguments_valid(MIXED, {"key": "a", "n": 3.0})
+        assert not arguments_valid(MIXED, {"n": 3})
+        assert not arguments_valid(MIXED, {"key": "a", "n": True})
+        assert not arguments_valid(MIXED, {"key": "a", "n": "3"})
+        assert not arguments_valid(MIXED, {"key": "a", "n": 3.5})
+        assert not arguments_valid(MIXED, {"key": "a", "flag": 1})
+        assert not arguments_valid(MIXED, {"key": 1})
+
+    def test_additional_properties(self) -> None:
+        assert not arguments_valid(TEXT, {"text": "a", "extra": 1})
+        assert arguments_valid(OPEN, {"text": "a", "extra": {"nested": [1]}})
+        assert arguments_valid(OPEN, {})
+
+    @pytest.mark.parametrize(
+        ("raw", "field"),
+        [
+            ({"type": "array"}, ".type"),
+            ({"type": "object", "properties": {"x": {"type": "number"}}}, ".properties.x.type"),
+            ({"type": "object", "properties": {"x": {"type": "string", "minLength": 1}}}, ".properties.x"),
+            ({"type": "object", "oneOf": []}, ".oneOf"),
+            ({"type": "object", "properties": {}, "required": ["ghost"]}, ".required"),
+            ({"type": "object", "additionalProperties": {"type": "string"}}, ".additionalProperties"),
+            ("object", ""),
+        ],
+    )
+    def test_definitions_outside_the_subset_are_rejected_naming_the_field(self, raw: object, field: str) -> None:
+        with pytest.raises(ToolDefinitionError) as info:
+            parse_schema(raw, tool="t")
+        assert info.value.field == field and info.value.tool == "t"
+
+    def test_schema_round_trips_to_json(self) -> None:
+        assert parse_schema(MIXED.to_json(), tool="x") == MIXED
+
+
+class TestBinding:
+    """R5–R7, R10."""
+
+    def test_classes(self) -> None:
+        assert classify_binding(None, False, "k") == "fresh"
+        assert classify_binding("k", True, "k") == "replay"
+        assert classify_binding("k", False, "k") == "unresolved"
+        assert classify_binding("k", True, "other") == "conflict"
+        assert classify_binding("k", False, "other") == "conflict"
+
+
+def _spec_walk(values: dict[str, bool]) -> tuple[str, str | None]:
+    """Interpret the spec's `check` and `start` groups (R0) over fixed guard values."""
+    spec = load_spec()
+
+    def first(source: str, trigger: str):  # type: ignore[no-untyped-def]
+        for t in spec.group(source, trigger):
+            if all(values[g] for g in t.when) and not any(values[g] for g in t.unless):
+                return t
+        raise AssertionError(f"no transition enabled from {source} on {trigger}")
+
+    t = first("proposed", "check")
+    if t.dest == "validated":
+        t = first("validated", "start")
+    if t.dest == "executing":
+        return EXECUTE, None
+    if t.effect == "answer_replay":
+        return REPLAY, None
+    assert t.dest == "returned" and t.code is not None
+    return REJECT, t.code
+
+
+def test_decide_is_the_spec_check_order_on_every_guard_combination() -> None:
+    """R1: the pure `decide` and the transition order of loop.toml agree on all 2^8 × 4 inputs."""
+    flags = ["request_admitted", "well_formed", "allow_listed", "arguments_valid", "authorized",
+             "deadline_passed", "budget_left", "tool_budget_left"]
+    n = 0
+    for bits in itertools.product([False, True], repeat=len(flags)):
+        for binding in ("fresh", "replay", "conflict", "unresolved"):
+            v = dict(zip(flags, bits, strict=True))
+            guards = dict(v, model_error=False, final_answer=False, round_done=False,
+                          id_conflict=binding == "conflict", id_replay=binding == "replay",
+                          id_fresh=binding == "fresh", id_unresolved=binding == "unresolved")
+            assert decide(binding=binding, **v) == _spec_walk(guards), (v, binding)
+            n += 1
+    assert n == 1024
+
+
+def test_escalation_follows_mode_and_policy() -> None:
+    """R13, R14, R20."""
+    assert escalates("violation", "abort", "error-result")
+    assert not escalates("violation", "continue", "throw")
+    assert escalates("failure", "abort", "error-result")
+    assert escalates("limit", "continue", "throw")
+    assert not escalates("limit", "abort", "error-result")
+
+
+def test_within() -> None:
+    assert within(0, None) and within(0, 1) and not within(1, 1) and not within(0, 0)
