@@ -181,7 +181,7 @@ class FastModel:
         L, recs = state
         if L[0] in TERMINAL:
             return
-        if L[_I["cur"]] is not None:
+        if L[_I["cur"]] is not None or L[_I["pending"]] is not None:
             pos = next((i for i, r in enumerate(recs) if r[0]), None)
             yield from self._apply(L, recs, pos, "cur", None if pos is None else recs[pos])
         else:
@@ -280,6 +280,8 @@ class FastModel:
         win.focus = rec is not None
         win.focus_rec = rec
         cur = L[_I["cur"]]
+        pend = L[_I["pending"]]
+        rnd_now = (mreq + L[_I["round"]]) if "round" in keep and not is_poison(mreq) else Poison("round")
         # requests
         if nreq == 0:
             requests = Tail("requests", 0, [])
@@ -295,7 +297,9 @@ class FastModel:
             rnd = Poison("round") if is_poison(mreq) else mreq - rrel
             requests = Tail("requests", nreq - 1, [Request(nreq - 1 - rel, rnd, call_id, name, self._args(tool, form), auth)])
         else:
-            requests = Tail("requests", nreq - 1, [Sealed("request", nreq - 1)])
+            lr = L[_I["last_rrel"]]
+            known = {} if lr is None or is_poison(rnd_now) else {"round": rnd_now - lr}
+            requests = Tail("requests", nreq - 1, [Sealed("request", nreq - 1, known)])
         # answers
         ans = L[_I["answer"]]
         if ans is not None:
@@ -331,9 +335,21 @@ class FastModel:
                                        None if succ is None else (_output(succ[1]),), None)
         bindings = Bindings(frozenset({self.focus}) if rec is not None else frozenset(), data)
         resp = L[_I["response"]]
+        response: Any = None
+        admitted = -1
+        if resp == "end":
+            response = ()
+        elif resp == "admitted":
+            response, admitted = (_PLACEHOLDER,), 0
+        elif resp == "pending":
+            idk, tool, form = pend
+            if idk == "p" and rec is None:
+                raise NonLocal("a pending pool id without its record")
+            call: dict[str, Json] = {"id": self.focus} if idk == "p" else ({} if idk[1] is None else {"id": idk[1]})
+            call.update({"name": None if tool is None else U.tools[tool].name, "arguments": self._args(tool, form)})
+            response = (call,)
         dl = U.configs[cfg_index].config.limits.deadline
         per_tool = _dict_of(U, L[_I["per_tool"]]) if "per_tool" in keep else PoisonDict("per_tool")
-        rnd_field = (mreq + L[_I["round"]]) if "round" in keep and not is_poison(mreq) else Poison("round")
         s = RunState(
             config=c,
             now=float(dl) if L[_I["deadline"]] and dl is not None else 0.0,
@@ -344,12 +360,13 @@ class FastModel:
             per_tool=per_tool,
             model_requests=mreq,
             retries=val("retries"),
-            round=rnd_field,
-            response=None if resp == "none" else ((_PLACEHOLDER,) if resp == "item" else ()),
+            round=rnd_now,
+            response=response,
             final=FINAL_TEXT if L[_I["final"]] else None,
             model_failed=L[_I["model_failed"]],
             input_exhausted=L[_I["input_exhausted"]],
             cursor=0,
+            admitted_cursor=admitted,
             outcome=_outcome(L[_I["outcome"]]),
             status=L[_I["status"]],
             stop_reason=L[_I["stop_reason"]],

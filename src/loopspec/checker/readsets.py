@@ -25,7 +25,7 @@ from typing import Any
 from .. import _core as core
 from .._core import RunState
 
-__all__ = ["ALL_FIELDS", "invariant_read_sets", "read_set"]
+__all__ = ["ALL_FIELDS", "invariant_read_sets", "read_set", "reads_clock"]
 
 ALL_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(RunState))
 
@@ -101,3 +101,23 @@ def read_set(fn: Callable[[RunState], bool]) -> frozenset[str]:
 @cache
 def invariant_read_sets() -> dict[str, frozenset[str]]:
     return {name: read_set(fn) for name, fn in core.INVARIANTS.items()}
+
+
+def reads_clock(fn: Callable[..., Any]) -> bool:
+    """Can ``fn`` read the injected clock (``RunState.now``)? Conservative: looks for the name
+    ``now`` in the bytecode of ``fn`` and of every function of the core it names, transitively."""
+    seen: set[int] = set()
+    todo = [getattr(fn, "__code__", None)]
+    while todo:
+        code = todo.pop()
+        if code is None or id(code) in seen:
+            continue
+        seen.add(id(code))
+        if "now" in code.co_names:
+            return True
+        for name in code.co_names:
+            obj = getattr(core, name, None)
+            if inspect.isfunction(obj) and obj.__module__ == core.__name__:
+                todo.append(obj.__code__)
+        todo.extend(c for c in code.co_consts if inspect.iscode(c))
+    return False

@@ -161,7 +161,7 @@ def full_key(s: RunState) -> Json:
         tuple(repr(r) for r in s.requests), tuple(repr(a) for a in s.answers),
         tuple((e.request, e.tool, e.principal, e.ordinal, e.attempts, repr(e.outcome)) for e in s.executions),
         tuple(sorted(s.per_tool.items())), s.model_requests, s.replays, s.rejections, s.retries, s.round,
-        repr(s.response), s.final, s.model_failed, s.input_exhausted, s.cursor, repr(s.outcome), s.status,
+        repr(s.response), s.final, s.model_failed, s.input_exhausted, s.cursor, s.admitted_cursor, repr(s.outcome), s.status,
         s.stop_reason, s.aborted, s.terminations, s.final_at, s.discarded,
     )
 

@@ -49,7 +49,7 @@ Json = Any
 EFFECT_FUNCTIONS: tuple[str, ...] = (
     "receive_response", "next_item", "end_round", "answer_error", "answer_replay", "bind_id",
     "begin_execution", "begin_retry", "record_outcome", "store_success", "answer_failure", "terminate",
-    "set_authorization", "escalation_stop_reason",
+    "set_authorization", "escalation_stop_reason", "admit_pending",
 )
 
 
@@ -203,6 +203,7 @@ def clone(s: RunState) -> RunState:
         model_failed=s.model_failed,
         input_exhausted=s.input_exhausted,
         cursor=s.cursor,
+        admitted_cursor=s.admitted_cursor,
         outcome=s.outcome,
         status=s.status,
         stop_reason=s.stop_reason,
@@ -294,6 +295,7 @@ class _Tables:
     groups: Mapping[tuple[str, str], tuple[Transition, ...]]
     terminal: frozenset[str]
     status_of: Mapping[str, str]
+    clock_groups: frozenset[tuple[str, str]]
 
 
 _TABLES: dict[int, _Tables] = {}
@@ -319,8 +321,12 @@ def tables(spec: Spec | None = None) -> _Tables:
                 if len(drivers) != 1:
                     raise SpecGap(f"state {st.id}: expected one driving trigger, found {drivers}")
                 drive[st.id] = drivers[0]
+        from .readsets import reads_clock
+
+        clock = frozenset(k for k, group in groups.items()
+                          if any(reads_clock(core.GUARDS[g]) for tr in group for g in tr.guards))
         t = _Tables(spec, drive, groups, frozenset(s.id for s in spec.terminal_states),
-                    {r.id: r.status for r in spec.stop_reasons})
+                    {r.id: r.status for r in spec.stop_reasons}, clock)
         _TABLES[id(spec)] = t
     return t
 
@@ -345,13 +351,16 @@ def step(sem: Semantics, env: Env, m: Machine, oracle: Oracle, tb: _Tables | Non
         trigger = "cancel"  # the tool is still running and the run was cancelled (R26)
     elif env.cancel and oracle.choose("cancel", ("no", "yes")) == "yes":
         trigger = "cancel"
-    elif trigger in ("request", "start") and env.tick and not core.GUARDS["deadline_passed"](s):
-        # the clock is read before every step; only these groups read it, so a tick just before
-        # them is as general as a tick anywhere
-        if oracle.choose("tick", ("no", "yes")) == "yes":
-            d = s.config.limits.deadline
-            assert d is not None
-            s.now = d
+    else:
+        if env.tick and (m.state, trigger) in tb.clock_groups and not core.GUARDS["deadline_passed"](s):
+            # the engine reads the clock before every step; only the groups whose guards read it
+            # can tell, so a tick just before them is as general as a tick anywhere
+            if oracle.choose("tick", ("no", "yes")) == "yes":
+                d = s.config.limits.deadline
+                assert d is not None
+                s.now = d
+        if m.state == "proposed":
+            sem.fn("admit_pending")(s)  # the engine takes up the call at the cursor (R26)
     if trigger == "start" and s.current.authorized is None:
         allowed = oracle.choose("auth", ("allow", "deny")) == "allow" if env.authorize else True
         sem.fn("set_authorization")(s, allowed)

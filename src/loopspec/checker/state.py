@@ -122,6 +122,20 @@ class Encoder:
         raise NonLocal(f"id {cid!r} refers to another call id than the current one")
 
     # -- the pieces of L -------------------------------------------------------------------
+    def call(self, call: Json) -> Json:
+        """A proposed call (not yet a request): (id kind, tool, argument form)."""
+        if not isinstance(call, dict):
+            raise NonLocal(f"call {call!r} outside the alphabet")
+        cid, name = call.get("id"), call.get("name")
+        idk: Json
+        if isinstance(cid, str) and cid in self.id_index:
+            idk = "p"
+        elif cid is None or isinstance(cid, str):
+            idk = ("raw", cid)
+        else:
+            raise NonLocal(f"call id {cid!r}")
+        return (idk, self.tool(name), self.args(name, call.get("arguments")))
+
     def request(self, s: RunState) -> Json:
         if not s.requests:
             return None
@@ -235,7 +249,7 @@ FIELDS = (
     "state", "config", "nreq", "gap", "nexec", "per_tool", "gtool", "mreq", "round", "retries", "gretries",
     "deadline", "final", "final_rel", "model_failed", "input_exhausted", "response", "outcome", "status",
     "stop_reason", "aborted", "terminations", "cur", "cur_hist", "cur_first", "answer", "glimit",
-    "execution",
+    "execution", "pending", "last_rrel",
 )
 IDX = {f: i for i, f in enumerate(FIELDS)}
 
@@ -245,14 +259,31 @@ LIVE_REQUEST = frozenset({"validated", "executing"})
 
 
 def response_state(s: RunState) -> str:
+    """``none`` (no proposal), ``end`` (past its last call), ``pending`` (the call at the cursor has
+    not become a request yet: ``admit_pending`` will take it up) or ``admitted``."""
     if s.response is None:
         return "none"
-    return "item" if s.cursor < len(s.response) else "end"
+    if s.cursor >= len(s.response):
+        return "end"
+    if s.admitted_cursor == s.cursor and s.requests and s.requests[-1].round == s.round:
+        return "admitted"
+    return "pending"
 
 
 def request_live(ms: str, s: RunState) -> bool:
-    """Is the current request still to be answered? (At ``proposed`` only when the cursor is on it.)"""
-    return bool(s.requests) and (ms in LIVE_REQUEST or (ms == "proposed" and response_state(s) == "item"))
+    """Is the newest request still to be answered? (At ``proposed`` only once it was taken up.)"""
+    return bool(s.requests) and (ms in LIVE_REQUEST or (ms == "proposed" and response_state(s) == "admitted"))
+
+
+def pending_live(ms: str, s: RunState) -> bool:
+    """Is there a proposed call at the cursor that the next step takes up?"""
+    return ms == "proposed" and response_state(s) == "pending"
+
+
+def last_round_live(ms: str, s: RunState) -> bool:
+    """``admit_pending`` compares the newest request's round with the current one at ``proposed``
+    (read there, and never overwritten before: live wherever there is a request)."""
+    return bool(s.requests)
 
 
 def answer_live(ms: str, s: RunState) -> bool:
@@ -352,7 +383,8 @@ SPEC_OF_FIELDS: tuple[tuple[str, frozenset[str], Callable[[str, RunState], bool]
      lambda e, s, g: None if s.final_at is None else len(s.requests) - s.final_at),
     ("model_failed", frozenset({"model_failed"}), None, lambda e, s, g: s.model_failed),
     ("input_exhausted", frozenset({"input_exhausted"}), None, lambda e, s, g: s.input_exhausted),
-    ("response", frozenset({"response", "cursor"}), None, lambda e, s, g: response_state(s)),
+    ("response", frozenset({"response", "cursor", "admitted_cursor", "requests", "round"}), None,
+     lambda e, s, g: response_state(s)),
     ("outcome", frozenset({"outcome"}), lambda ms, s: ms == "executing", lambda e, s, g: e.outcome(s.outcome)),
     ("status", frozenset({"status"}), None, lambda e, s, g: s.status),
     ("stop_reason", frozenset({"stop_reason"}), None, lambda e, s, g: s.stop_reason),
@@ -365,6 +397,9 @@ SPEC_OF_FIELDS: tuple[tuple[str, frozenset[str], Callable[[str, RunState], bool]
     ("glimit", frozenset({"answers", "requests"}), None, lambda e, s, g: g.glimit),
     ("execution", frozenset({"executions", "requests"}), lambda ms, s: ms == "executing",
      lambda e, s, g: e.execution(s)),
+    ("pending", frozenset({"response", "cursor", "admitted_cursor", "requests", "round"}), pending_live,
+     lambda e, s, g: e.call(s.response[s.cursor])),  # type: ignore[index]
+    ("last_rrel", frozenset({"requests", "round"}), last_round_live, lambda e, s, g: s.round - s.requests[-1].round),
 )
 assert tuple(f for f, *_ in SPEC_OF_FIELDS) == FIELDS
 
@@ -393,9 +428,17 @@ def project(
 
 
 def records(enc: Encoder, ms: str, s: RunState, gh: Ghosts, ids: Sequence[str] | None = None) -> list[Json]:
-    live = request_live(ms, s)
-    cur_id = s.requests[-1].call_id if live else None
-    return [(live and cid == cur_id, enc.binding(s.bindings.get(cid)), gh.gexp(cid), gh.gfirst(cid))
+    """One record per id: (is it the live call's id, its binding, its ghost binding, its ghost
+    first successes). The live call is the newest request while it is being decided, or the
+    proposed call the next step takes up."""
+    if request_live(ms, s):
+        live_id: object = s.requests[-1].call_id
+    elif pending_live(ms, s):
+        call = s.response[s.cursor]  # type: ignore[index]
+        live_id = call.get("id") if isinstance(call, dict) else None
+    else:
+        live_id = None
+    return [(cid == live_id, enc.binding(s.bindings.get(cid)), gh.gexp(cid), gh.gfirst(cid))
             for cid in (enc.U.ids if ids is None else ids)]
 
 
