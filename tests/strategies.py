@@ -58,3 +58,12 @@ class Recorder:
 
     def tools(self) -> list[Tool]:
         return [Tool.define(n, lambda a, c, n=n: self._run(n, a, c), TEXT_SCHEMA) for n in KNOWN_TOOLS]
+
+
+# --------------------------------------------------------------------------------------------
+# loopspec verify (the model checker)
+# --------------------------------------------------------------------------------------------
+
+#: The environment's answers for a walk through the checker's stepper: at each question the walk
+#: takes option ``index % len(options)``; once the list is used up it takes option 0.
+oracle_answers = st.lists(st.integers(min_value=0, max_value=63), max_size=80)

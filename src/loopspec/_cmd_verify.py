@@ -68,7 +68,7 @@ class _Progress:
         self.last = 0
 
     def __call__(self, p: Any) -> None:
-        if not self.enabled or p.seconds < 2.0 and p.frontier:
+        if not self.enabled or (p.seconds < 2.0 and p.frontier):
             return
         rate = p.states / p.seconds if p.seconds else 0
         line = (f"\r[{p.scope}] {p.states:,} states  {p.transitions:,} transitions  depth {p.depth}  "

@@ -31,7 +31,7 @@ class ToolDef:
     argument: str
     input_schema: Mapping[str, Json] | None
     max_executions: int | None
-    schema: ToolSchema = ToolSchema()
+    schema: ToolSchema = field(default_factory=ToolSchema)
 
 
 @dataclass(frozen=True, slots=True)

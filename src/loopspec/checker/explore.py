@@ -151,7 +151,7 @@ def explore(
                 transitions += 1
                 coverage[tid] += 1
                 if bad:
-                    violation = Violation(bad, depth + 1, _path(keys, parent, steps, si) + ((keys[si], choice, tid),), k)
+                    violation = Violation(bad, depth + 1, (*_path(keys, parent, steps, si), (keys[si], choice, tid)), k)
                     break
                 if k not in index:
                     index[k] = len(keys)

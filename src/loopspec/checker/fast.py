@@ -159,7 +159,7 @@ class FastModel:
         self.cfg_view: dict[tuple[str, int], tuple[Any, ...]] = {}
         self.cfg_poisoned: dict[tuple[str, int], RunConfig] = {}
         for ms, (fields, attrs) in VIEWS.items():
-            self.view_idx[ms] = tuple(i for i, f in enumerate(FIELDS) if f not in OPTIONAL_FIELDS + ("config",)
+            self.view_idx[ms] = tuple(i for i, f in enumerate(FIELDS) if f not in (*OPTIONAL_FIELDS, "config")
                                       or f in fields)
             for c in U.configs:
                 self.cfg_view[(ms, c.index)] = tuple(_config_value(c.config, a) for a in sorted(attrs))
@@ -692,9 +692,9 @@ class _WindowGhosts(Ghosts):
         new = [r for i, r in reqs if i not in pre_positions]
         if len(new) > 1:
             raise NonLocal("more than one request admitted in one step")
-        if not new and L[_I["cur"]] is not None and request_live(ms, s) and "requests" in changed:
-            if enc.request(s)[:3] != L[_I["cur"]][:3]:
-                raise NonLocal("the current request changed")
+        if (not new and L[_I["cur"]] is not None and request_live(ms, s) and "requests" in changed
+                and enc.request(s)[:3] != L[_I["cur"]][:3]):
+            raise NonLocal("the current request changed")
         limit = s.config.limits.max_requests
         for r in new:
             if L[_I["cur"]] is not None or L[_I["gap"]] != 0:

@@ -19,7 +19,6 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .. import _core as core
@@ -325,5 +324,3 @@ def counterexample_of(r: MutantResult) -> dict[str, Json] | None:
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main(sys.argv[1:]))
 
-
-_ = Path  # noqa: F841 (kept for callers building golden paths)

@@ -114,11 +114,12 @@ def replay_step(sem: Semantics, cfg_env: Any, m: Machine, choice: Choice) -> Tra
 class ReferenceModel:
     """States are (machine state, whole RunState); keys are canonical compact states."""
 
-    def __init__(self, U: Universe, sem: Semantics = CORE, *, key: str = "compact") -> None:
+    def __init__(self, U: Universe, sem: Semantics = CORE, *, key: str = "compact", symmetry: bool = True) -> None:
         self.U = U
         self.sem = sem
         self.enc = Encoder(U)
         self.key_kind = key
+        self.symmetry = symmetry
         self.terminal = tables().terminal
 
     def initial(self) -> list[tuple[Json, tuple[int, Machine]]]:
@@ -132,6 +133,8 @@ class ReferenceModel:
         if self.key_kind == "full":
             return (cfg, m.state, full_key(m.s))
         L, recs = project(self.enc, m.state, m.s, cfg)
+        if not self.symmetry:
+            return (L, tuple(recs))  # records in id order, values as they are
         return canonical(L, recs, len(self.U.values))
 
     def is_terminal(self, node: tuple[int, Machine]) -> bool:

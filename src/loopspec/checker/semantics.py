@@ -352,13 +352,13 @@ def step(sem: Semantics, env: Env, m: Machine, oracle: Oracle, tb: _Tables | Non
     elif env.cancel and oracle.choose("cancel", ("no", "yes")) == "yes":
         trigger = "cancel"
     else:
-        if env.tick and (m.state, trigger) in tb.clock_groups and not core.GUARDS["deadline_passed"](s):
-            # the engine reads the clock before every step; only the groups whose guards read it
-            # can tell, so a tick just before them is as general as a tick anywhere
-            if oracle.choose("tick", ("no", "yes")) == "yes":
-                d = s.config.limits.deadline
-                assert d is not None
-                s.now = d
+        # the engine reads the clock before every step; only the groups whose guards read it can
+        # tell, so a tick just before them is as general as a tick anywhere
+        if (env.tick and (m.state, trigger) in tb.clock_groups and not core.GUARDS["deadline_passed"](s)
+                and oracle.choose("tick", ("no", "yes")) == "yes"):
+            d = s.config.limits.deadline
+            assert d is not None
+            s.now = d
         if m.state == "proposed":
             sem.fn("admit_pending")(s)  # the engine takes up the call at the cursor (R26)
     if trigger == "start" and s.current.authorized is None:

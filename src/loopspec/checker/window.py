@@ -162,7 +162,7 @@ class Tail:
         raise NonLocal(f"searching {self.kind} reads the whole history")
 
     def insert(self, i: int, value: Any) -> None:
-        if i >= len(self) or i == -1 and not self.items:
+        if i >= len(self) or (i == -1 and not self.items):
             self.items.append(value)
             return
         raise NonLocal(f"{self.kind}.insert({i}) reaches outside the window")
