@@ -67,7 +67,7 @@ def test_overrides_change_one_scope_and_drop_its_expected_figures() -> None:
     b = apply_overrides(load_bounds(), ["batch.calls=2", "loop.budgets=[1]"])
     assert b.scope("batch").calls == 2 and b.scope("batch").expected == {}
     assert b.scope("loop").budgets == (1,)
-    with pytest.raises(BoundsError, match="SCOPE.FIELD=VALUE"):
+    with pytest.raises(BoundsError, match=r"SCOPE\.FIELD=VALUE"):
         apply_overrides(load_bounds(), ["calls=2"])
     with pytest.raises(BoundsError, match="no scope"):
         apply_overrides(load_bounds(), ["nope.calls=2"])
@@ -89,7 +89,7 @@ def test_universe_alphabet_is_closed_under_the_symmetries() -> None:
     U = Universe.build(b, b.scope("batch"))
     labels = set(U.calls)
     for lab in labels:
-        for i, cid in enumerate(U.ids):
+        for cid in U.ids:
             if lab.startswith(f"{cid}:"):
                 for other in U.ids:
                     assert lab.replace(f"{cid}:", f"{other}:", 1) in labels

@@ -215,7 +215,7 @@ def test_steppers_check_and_start_agree_with_gate_and_decide(answers: list[int],
         if st_.before.state == "proposed":
             core.admit_pending(s)
         allowed = choice.get("auth", "allow") == "allow"
-        action, code, binds = core.gate(s, lambda s_, r_: allowed)
+        action, code, binds = core.gate(s, lambda s_, r_, allowed=allowed: allowed)
         if st_.before.state == "proposed":
             if t.code is not None:
                 assert code == t.code
@@ -316,4 +316,4 @@ def test_window_refuses_what_lies_outside_it() -> None:
     sealed = Sealed("request", 5)
     assert sealed.index == 5
     with pytest.raises(NonLocal):
-        sealed.call_id
+        _ = sealed.call_id
