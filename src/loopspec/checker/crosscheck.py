@@ -48,6 +48,7 @@ def edge_map(model: Any, key_of: Callable[[Any], Json] | None = None, max_states
 
     ``key_of(node)`` maps a node to the key edges are recorded under (default: the model's key).
     """
+    decode = getattr(model, "decode", None) or (lambda x: x)
     seen: set[Json] = set()
     edges: dict[Json, set[Edge]] = defaultdict(set)
     frontier: list[tuple[Json, Any]] = []
@@ -61,10 +62,10 @@ def edge_map(model: Any, key_of: Callable[[Any], Json] | None = None, max_states
         for k0, node in frontier:
             if model.is_terminal(node):
                 continue
-            src = key_of(node) if key_of else k0
+            src = key_of(node) if key_of else decode(k0)
             for _, tid, k, node2, bad in model.expand(node):
                 n += 1
-                dst = key_of(node2) if key_of and not bad else k
+                dst = key_of(node2) if key_of and not bad else decode(k)
                 edges[src].add((tid, dst if not bad else None, tuple(sorted(bad))))
                 if bad or k in seen:
                     continue
@@ -73,7 +74,7 @@ def edge_map(model: Any, key_of: Callable[[Any], Json] | None = None, max_states
                 if len(seen) > max_states:
                     raise RuntimeError("crosscheck: too many states for a cross-check; lower the bound")
         frontier = nxt
-    return EdgeMap(seen, dict(edges), n)
+    return EdgeMap({decode(k) for k in seen}, dict(edges), n)
 
 
 def _diff(a: EdgeMap, b: EdgeMap, name_a: str, name_b: str, limit: int = 5) -> list[str]:

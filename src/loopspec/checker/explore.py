@@ -151,7 +151,9 @@ def explore(
                 transitions += 1
                 coverage[tid] += 1
                 if bad:
-                    violation = Violation(bad, depth + 1, (*_path(keys, parent, steps, si), (keys[si], choice, tid)), k)
+                    decode = getattr(m, "decode", None) or (lambda x: x)
+                    path = tuple((decode(a), c, t) for a, c, t in (*_path(keys, parent, steps, si), (keys[si], choice, tid)))
+                    violation = Violation(bad, depth + 1, path, decode(k))
                     break
                 if k not in index:
                     index[k] = len(keys)
@@ -181,7 +183,8 @@ def explore(
     if count_orbits:
         from .state import orbit_size
 
-        ex.orbit_states = sum(orbit_size(k, len(U.values)) for k in keys)
+        decode = getattr(m, "decode", None) or (lambda x: x)
+        ex.orbit_states = sum(orbit_size(decode(k), len(U.values)) for k in keys)
     if progress is not None:
         progress(Progress(scope.name, ex.states, ex.transitions, ex.depth, ex.seconds, 0))
     return ex

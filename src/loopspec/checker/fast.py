@@ -45,6 +45,7 @@ from .state import (
     _order,
     answer_live,
     canonical,
+    swap_values,
     is_limit,
     project,
     records,
@@ -143,6 +144,18 @@ class FastModel:
         self.hits = 0
         self.fallbacks = 0
         self.reads = invariant_read_sets()
+        self._L: list[Json] = []
+        self._L_id: dict[Json, int] = {}
+        self._L_terminal: list[bool] = []
+        self._L_live: list[bool] = []
+        self._L_vkey: list[Any] = []
+        self._L_swap: dict[int, int] = {}
+        self._R: list[Json] = []
+        self._R_id: dict[Json, int] = {}
+        self._R_swap: dict[int, int] = {}
+        self._patches: list[tuple[tuple[int, Json], ...]] = []
+        self._patch_id: dict[tuple[tuple[int, Json], ...], int] = {}
+        self._applied: dict[tuple[int, int], int] = {}
         # per configuration: environments restricted to calls on the focus id / without a pool id
         self.env_focus: list[Env] = []
         self.env_none: list[Env] = []
@@ -165,43 +178,100 @@ class FastModel:
                 self.cfg_view[(ms, c.index)] = tuple(_config_value(c.config, a) for a in sorted(attrs))
                 self.cfg_poisoned[(ms, c.index)] = _poisoned_config(c.config, attrs)
 
+    # -- interning ------------------------------------------------------------------------------
+    # A state of the search is a tuple of small integers: the id of L, then the ids of the records
+    # in ascending order (the order of ids is arbitrary but fixed for the run, so the smaller of a
+    # state and its value-swapped image is a canonical form). decode() gives the readable form.
+    def _lid(self, L: Json) -> int:
+        i = self._L_id.get(L)
+        if i is None:
+            i = self._L_id[L] = len(self._L)
+            self._L.append(L)
+            ms = L[0]
+            terminal = ms in TERMINAL or ms in ("VIOLATION", "ERROR")  # never expanded
+            self._L_terminal.append(terminal)
+            self._L_live.append(not terminal and (L[_I["cur"]] is not None or L[_I["pending"]] is not None))
+            self._L_vkey.append(None if terminal else
+                                (ms, tuple(L[j] for j in self.view_idx[ms]), self.cfg_view[(ms, L[1])]))
+        return i
+
+    def _rid(self, r: Json) -> int:
+        i = self._R_id.get(r)
+        if i is None:
+            i = self._R_id[r] = len(self._R)
+            self._R.append(r)
+        return i
+
+    def _swap_l(self, i: int) -> int:
+        j = self._L_swap.get(i)
+        if j is None:
+            j = self._L_swap[i] = self._lid(swap_values(self._L[i]))
+        return j
+
+    def _swap_r(self, i: int) -> int:
+        j = self._R_swap.get(i)
+        if j is None:
+            j = self._R_swap[i] = self._rid(swap_values(self._R[i]))
+        return j
+
+    def _state(self, lid: int, rids: list[int]) -> tuple[int, ...]:
+        rids.sort()
+        a = (lid, *rids)
+        if self.n_values != 2:
+            return a
+        b_rids = sorted(self._swap_r(r) for r in rids)
+        b = (self._swap_l(lid), *b_rids)
+        return a if a <= b else b
+
+    def decode(self, state: tuple[int, ...]) -> Json:
+        """The readable canonical form of a state, the one the reference model uses."""
+        L = self._L[state[0]]
+        if self._L_terminal[state[0]]:
+            return (L, ())
+        return canonical(L, [self._R[r] for r in state[1:]], self.n_values)
+
     # -- BFS interface ----------------------------------------------------------------------
     def initial(self) -> list[tuple[Json, Json]]:
         out = []
         for c in self.U.configs:
             L, recs = project(self.enc, self.tb.spec.initial.id, RunState(c.config), c.index)
-            k = canonical(L, recs, self.n_values)
+            k = self._state(self._lid(L), [self._rid(r) for r in recs])
             out.append((k, k))
         return out
 
-    def is_terminal(self, state: Json) -> bool:
-        return state[0][0] in TERMINAL
+    def is_terminal(self, state: tuple[int, ...]) -> bool:
+        return self._L_terminal[state[0]]
 
-    def expand(self, state: Json) -> Iterator[Result]:
-        L, recs = state
-        if L[0] in TERMINAL:
+    def expand(self, state: tuple[int, ...]) -> Iterator[Result]:
+        lid = state[0]
+        if self._L_terminal[lid]:
             return
-        if L[_I["cur"]] is not None or L[_I["pending"]] is not None:
-            pos = next((i for i, r in enumerate(recs) if r[0]), None)
-            yield from self._apply(L, recs, pos, "cur", None if pos is None else recs[pos])
+        rids = state[1:]
+        if self._L_live[lid]:
+            flags = self._R_live
+            pos = next((i for i, r in enumerate(rids) if flags(r)), None)
+            yield from self._apply(lid, rids, pos, "cur", None if pos is None else rids[pos])
         else:
-            yield from self._apply(L, recs, None, "none", None)
-            seen: set[Json] = set()
-            for i, r in enumerate(recs):
+            yield from self._apply(lid, rids, None, "none", None)
+            seen: set[int] = set()
+            for i, r in enumerate(rids):
                 if r not in seen:
                     seen.add(r)
-                    yield from self._apply(L, recs, i, "new", r)
+                    yield from self._apply(lid, rids, i, "new", r)
 
-    def _apply(self, L: Json, recs: tuple[Json, ...], pos: int | None, role: str, rec: Json) -> Iterator[Result]:
+    def _R_live(self, r: int) -> bool:
+        return bool(self._R[r][0])
+
+    def _results(self, lid: int, role: str, rid: int | None) -> list[tuple[Choice, str, int, int, int | None, tuple[str, ...]]]:
         results = None
         if self.use_views:
-            ms = L[0]
-            pkey = (role, ms, tuple(L[i] for i in self.view_idx[ms]), self.cfg_view[(ms, L[1])], rec)
+            pkey = (role, self._L_vkey[lid], rid)
             results = self.memo.get(pkey)
             if results is None:
                 self.misses += 1
                 try:
-                    results = self._compute(role, L, rec, ms)
+                    results = self._intern_results(lid, self._compute(role, self._L[lid], self._rec(rid), self._L[lid][0]),
+                                                   self._L[lid][0])
                 except NonLocal:
                     results = _FALLBACK
                     self.fallbacks += 1
@@ -209,24 +279,57 @@ class FastModel:
             else:
                 self.hits += 1
         if results is None or results is _FALLBACK:
-            fkey = (role, "full", L, rec)
+            fkey = (role, "full", lid, rid)
             results = self.memo.get(fkey)
             if results is None:
                 self.misses += 1
-                results = self._compute(role, L, rec, None)
+                results = self._intern_results(lid, self._compute(role, self._L[lid], self._rec(rid), None), None)
                 self.memo[fkey] = results
             else:
                 self.hits += 1
+        return results
+
+    def _rec(self, rid: int | None) -> Json:
+        return None if rid is None else self._R[rid]
+
+    def _intern_results(self, lid: int, results: list[Result], view: str | None) -> list[Any]:
+        """Each successor as (choice, transition, kind, L id or patch id, record id, violated).
+
+        kind 0: a terminal (or violating) successor whose L id is given; kind 1: a patch — the
+        fields that differ from the state's own L (fields the view left out stay as they are)."""
+        L = self._L[lid]
+        keep = set(self.view_idx[L[0]]) if view is not None else set(range(len(L)))
+        out = []
         for choice, tid, L2, rec2, bad in results:
-            if L2[0] in TERMINAL:
-                k = (L2, ())
+            rid2 = None if rec2 is None else self._rid(rec2)
+            if L2[0] in TERMINAL or L2[0] == "VIOLATION" or L2[0] == "ERROR":
+                out.append((choice, tid, 0, self._lid(L2), rid2, bad))
+                continue
+            patch = tuple((i, v) for i, v in enumerate(L2) if v is not HOLE and (i not in keep or v != L[i]))
+            pid = self._patch_id.get(patch)
+            if pid is None:
+                pid = self._patch_id[patch] = len(self._patches)
+                self._patches.append(patch)
+            out.append((choice, tid, 1, pid, rid2, bad))
+        return out
+
+    def _apply(self, lid: int, rids: tuple[int, ...], pos: int | None, role: str, rid: int | None) -> Iterator[Result]:
+        applied = self._applied
+        for choice, tid, kind, ref, rid2, bad in self._results(lid, role, rid):
+            if kind == 0:
+                lid2 = ref
+                k: tuple[int, ...] = (lid2,) if self._L_terminal[lid2] else (lid2, *rids)
             else:
-                if HOLE in L2:
-                    L2 = tuple(a if b is HOLE else b for a, b in zip(L, L2, strict=True))
-                r2 = list(recs)
+                lid2 = applied.get((lid, ref))  # type: ignore[assignment]
+                if lid2 is None:
+                    lst = list(self._L[lid])
+                    for i, v in self._patches[ref]:
+                        lst[i] = v
+                    lid2 = applied[(lid, ref)] = self._lid(tuple(lst))
+                r2 = list(rids)
                 if pos is not None:
-                    r2[pos] = rec2
-                k = canonical(L2, r2, self.n_values)
+                    r2[pos] = rid2  # type: ignore[call-overload]
+                k = self._state(lid2, r2)
             yield choice, tid, k, k, bad
 
     # -- one local view -----------------------------------------------------------------------
