@@ -45,11 +45,11 @@ from .state import (
     _order,
     answer_live,
     canonical,
-    swap_values,
     is_limit,
     project,
     records,
     request_live,
+    swap_values,
 )
 from .universe import INVALID_VALUE, NOT_AN_OBJECT, Universe
 from .window import Bindings, Poison, PoisonDict, Sealed, Tail, is_poison
