@@ -72,3 +72,10 @@ def test_progress_goes_to_stderr_only_when_asked(capsys: pytest.CaptureFixture[s
     cap = capsys.readouterr()
     assert "[batch]" in cap.err and "states" in cap.err
     assert "[batch]" not in cap.out
+
+
+def test_crosscheck_command_at_a_small_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["verify", "--crosscheck", "--bound", "batch.calls=2", "--bound", "batch.ids=2",
+               "--bound", "loop.calls=1", "--bound", "loop.ids=2"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.count("agree") == 4

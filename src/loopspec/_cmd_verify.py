@@ -46,6 +46,9 @@ def register(sub: Any) -> None:
                    help="explore a broken variant of the must-fail corpus instead of the core (see --mutants)")
     p.add_argument("--update-expected", action="store_true",
                    help="write the figures found as the expected ones into the bounds file")
+    p.add_argument("--crosscheck", action="store_true",
+                   help="check the checker at these bounds (use small ones): the fast model against whole "
+                        "RunStates, and deduplicated exploration against every history separately")
     p.add_argument("--count-orbits", action="store_true",
                    help="also count the states before symmetry reduction")
     p.set_defaults(handler=handle)
@@ -83,6 +86,8 @@ class _Progress:
 def handle(args: argparse.Namespace) -> int:
     if args.mutants:
         return _mutants(args)
+    if args.crosscheck:
+        return _crosscheck(args)
     from .checker.counterexample import counterexample_json, lift
     from .checker.explain import explain
     from .checker.explore import explore
@@ -236,3 +241,32 @@ def _mutants(args: argparse.Namespace) -> int:
         print(f"\n{len(MUTANTS)} must-fail variants, {len(SURVIVORS)} known survivors; unexpected: "
               f"{', '.join(failures) if failures else 'none'}")
     return EXIT_FOUND if failures else EXIT_OK
+
+
+def _crosscheck(args: argparse.Namespace) -> int:
+    from .checker.crosscheck import fast_vs_reference, tree_vs_dedup
+    from .checker.semantics import CORE
+
+    bounds, scopes = _load(args)
+    sem = CORE
+    if args.variant:
+        from .checker.mutants import by_name
+
+        sem = by_name(args.variant).semantics
+    problems: dict[str, list[str]] = {}
+    for scope in scopes:
+        checks = [("tree-vs-dedup", tree_vs_dedup)]
+        if sem.local:
+            checks.insert(0, ("fast-vs-reference", fast_vs_reference))
+        for name, fn in checks:
+            try:
+                diffs = fn(bounds, scope, sem)
+            except RuntimeError as exc:
+                raise UsageError(f"{exc} (e.g. --bound {scope.name}.calls=2)") from None
+            problems[f"{scope.name}/{name}"] = diffs
+            print(f"{scope.name:8} {name:18} {'agree' if not diffs else 'DIFFER'}")
+            for d in diffs:
+                print(f"  {d}")
+    if args.format == "json":
+        print(json.dumps({"format": "loopspec-verify-crosscheck/1", "semantics": sem.name, "problems": problems}, indent=2))
+    return EXIT_FOUND if any(problems.values()) else EXIT_OK
