@@ -109,6 +109,7 @@ def test_loopspec_verify_exhausts_the_default_bound(tmp_path: Path, capsys: pyte
     assert rc == 0 and report["passed"] and report["violation"] is None and report["unreached"] == []
     assert set(report["coverage"]["transitions"]) == {t.id for t in load_spec().transitions}
     assert all(report["coverage"]["transitions"].values())
+    assert all(report["answers"].values()) and all(report["stop_reasons"].values())  # every code, every reason
     b = load_bounds()
     for sc in report["scopes"]:
         exp = b.scope(sc["scope"]).expected

@@ -273,7 +273,7 @@ def test_invariants_read_nothing_outside_their_read_set() -> None:
             for node in frontier:
                 if ref.is_terminal(node):
                     continue
-                for _, _, _, node2, bad in ref.expand(node):
+                for _, _, _, node2, bad, _ in ref.expand(node):
                     s = node2[1].s
                     seen += 1
                     for name, inv in core.INVARIANTS.items():

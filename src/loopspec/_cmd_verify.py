@@ -108,10 +108,15 @@ def handle(args: argparse.Namespace) -> int:
     results = []
     for scope in scopes:
         results.append(explore(bounds, scope, sem, model=args.model, progress=prog, count_orbits=args.count_orbits))
-    spec_ids = [t.id for t in load_spec().transitions]
+    spec = load_spec()
+    spec_ids = [t.id for t in spec.transitions]
     coverage: Counter[str] = Counter()
+    codes: Counter[str] = Counter()
+    stops: Counter[str] = Counter()
     for ex in results:
         coverage.update(ex.coverage)
+        codes.update(ex.codes)
+        stops.update(ex.stop_reasons)
     unreached = [t for t in spec_ids if not coverage.get(t)]
     bad = next((ex for ex in results if ex.violation is not None), None)
     cx = lifted = None
@@ -135,6 +140,8 @@ def handle(args: argparse.Namespace) -> int:
         "scopes": [ex.to_json() for ex in results],
         "coverage": {"transitions": {t: coverage.get(t, 0) for t in spec_ids}},
         "unreached": unreached,
+        "answers": {c: codes.get(c, 0) for c in ["ok", "ok (replay)", *(c.id for c in spec.codes)]},
+        "stop_reasons": {r.id: stops.get(r.id, 0) for r in spec.stop_reasons},
         "violation": cx,
         "expected_differs": expected_diffs,
         "passed": bad is None and not unreached,
@@ -195,6 +202,10 @@ def _text(report: dict[str, Json], results: list[Any], unreached: list[str], dif
     what = "not reached before the search stopped" if stopped else "never reached within the bounds"
     print(f"\ntransitions reached: {reached}/{len(cov)}" + ("" if not unreached else
           paint(f"  {what}: {', '.join(unreached)}", "31;1", color)))
+    for kind, counts in (("answer codes", report["answers"]), ("stop reasons", report["stop_reasons"])):
+        missing = [k for k, v in counts.items() if not v]
+        print(f"{kind} reached: {len(counts) - len(missing)}/{len(counts)}"
+              + (f"  (not reached: {', '.join(missing)})" if missing else ""))
     for d in diffs:
         print(f"expected figures differ: {d}")
     if cx_text:

@@ -63,7 +63,7 @@ def edge_map(model: Any, key_of: Callable[[Any], Json] | None = None, max_states
             if model.is_terminal(node):
                 continue
             src = key_of(node) if key_of else decode(k0)
-            for _, tid, k, node2, bad in model.expand(node):
+            for _, tid, k, node2, bad, _ in model.expand(node):
                 n += 1
                 dst = key_of(node2) if key_of and not bad else decode(k)
                 edges[src].add((tid, dst if not bad else None, tuple(sorted(bad))))

@@ -53,6 +53,8 @@ class Exploration:
     seconds: float = 0.0
     complete: bool = False  # the bound was exhausted (no violation stopped the search)
     coverage: Counter[str] = field(default_factory=Counter)
+    codes: Counter[str] = field(default_factory=Counter)  # answers given, by code (and ok / ok (replay))
+    stop_reasons: Counter[str] = field(default_factory=Counter)
     violation: Violation | None = None
     memo_misses: int = 0
     memo_hits: int = 0
@@ -84,6 +86,8 @@ class Exploration:
             "states_before_symmetry": self.orbit_states or None,
             "complete": self.complete,
             "coverage": dict(sorted(self.coverage.items())),
+            "answers": dict(sorted(self.codes.items())),
+            "stop_reasons": dict(sorted(self.stop_reasons.items())),
             "memo": {"misses": self.memo_misses, "hits": self.memo_hits, "fallbacks": self.memo_fallbacks},
             "violated": list(self.violation.invariants) if self.violation else [],
         }
@@ -138,6 +142,8 @@ def explore(
             steps.append(None)
             frontier.append((index[k], node))
     coverage: Counter[str] = Counter()
+    codes: Counter[str] = Counter()
+    stops: Counter[str] = Counter()
     transitions = 0
     depth = 0
     next_report = t0 + progress_every
@@ -147,9 +153,13 @@ def explore(
         for si, node in frontier:
             if m.is_terminal(node):
                 continue
-            for choice, tid, k, node2, bad in m.expand(node):
+            for choice, tid, k, node2, bad, (code, stop) in m.expand(node):
                 transitions += 1
                 coverage[tid] += 1
+                if code is not None:
+                    codes[code] += 1
+                if stop is not None:
+                    stops[stop] += 1
                 if bad:
                     decode = getattr(m, "decode", None) or (lambda x: x)
                     path = tuple((decode(a), c, t) for a, c, t in (*_path(keys, parent, steps, si), (keys[si], choice, tid)))
@@ -176,6 +186,8 @@ def explore(
     ex.transitions = transitions
     ex.depth = depth
     ex.coverage = coverage
+    ex.codes = codes
+    ex.stop_reasons = stops
     ex.violation = violation
     ex.complete = violation is None
     if isinstance(m, FastModel):

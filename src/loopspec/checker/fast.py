@@ -58,7 +58,8 @@ __all__ = ["VIEWS", "FastModel"]
 
 Json = Any
 Choice = tuple[tuple[str, str], ...]
-Result = tuple[Choice, str, Json, Json, tuple[str, ...]]
+Label = tuple[str | None, str | None]
+Result = tuple[Choice, str, Json, Json, tuple[str, ...], Label]
 
 _I = IDX
 
@@ -300,22 +301,22 @@ class FastModel:
         L = self._L[lid]
         keep = set(self.view_idx[L[0]]) if view is not None else set(range(len(L)))
         out = []
-        for choice, tid, L2, rec2, bad in results:
+        for choice, tid, L2, rec2, bad, label in results:
             rid2 = None if rec2 is None else self._rid(rec2)
             if L2[0] in TERMINAL or L2[0] == "VIOLATION" or L2[0] == "ERROR":
-                out.append((choice, tid, 0, self._lid(L2), rid2, bad))
+                out.append((choice, tid, 0, self._lid(L2), rid2, bad, label))
                 continue
             patch = tuple((i, v) for i, v in enumerate(L2) if v is not HOLE and (i not in keep or v != L[i]))
             pid = self._patch_id.get(patch)
             if pid is None:
                 pid = self._patch_id[patch] = len(self._patches)
                 self._patches.append(patch)
-            out.append((choice, tid, 1, pid, rid2, bad))
+            out.append((choice, tid, 1, pid, rid2, bad, label))
         return out
 
     def _apply(self, lid: int, rids: tuple[int, ...], pos: int | None, role: str, rid: int | None) -> Iterator[Result]:
         applied = self._applied
-        for choice, tid, kind, ref, rid2, bad in self._results(lid, role, rid):
+        for choice, tid, kind, ref, rid2, bad, label in self._results(lid, role, rid):
             if kind == 0:
                 lid2 = ref
                 k: tuple[int, ...] = (lid2,) if self._L_terminal[lid2] else (lid2, *rids)
@@ -330,7 +331,7 @@ class FastModel:
                 if pos is not None:
                     r2[pos] = rid2  # type: ignore[call-overload]
                 k = self._state(lid2, r2)
-            yield choice, tid, k, k, bad
+            yield choice, tid, k, k, bad, label
 
     # -- one local view -----------------------------------------------------------------------
     def _compute(self, role: str, L: Json, rec: Json, view: str | None) -> list[Result]:
@@ -347,22 +348,23 @@ class FastModel:
             if sc.transition is None:
                 if sc.error and sc.error.startswith("NonLocal"):
                     raise NonLocal(sc.error)
-                out.append((sc.choice, "ERROR", ("ERROR", sc.error), None, (f"CRASH: {sc.error}",)))
+                out.append((sc.choice, "ERROR", ("ERROR", sc.error), None, (f"CRASH: {sc.error}",), (None, None)))
                 continue
             ms2, s2 = sc.machine.state, sc.machine.s
             changed = {f for f in _FIELDS if pre_fp[f] != _fp(f, getattr(s2, f))}
             bad = self._verdicts(win, s2, changed)
+            label = _label(m.s, s2)
             if ms2 in TERMINAL and s2.status is not None:
-                out.append((sc.choice, sc.transition.id, (ms2, s2.stop_reason), None, bad))
+                out.append((sc.choice, sc.transition.id, (ms2, s2.stop_reason), None, bad, label))
                 continue
             try:
                 L2, rec2 = self._project(win, ms2, s2, changed, view)
             except NonLocal:
                 if bad:  # a violating state is never expanded: its key does not matter
-                    out.append((sc.choice, sc.transition.id, ("VIOLATION", ms2), None, bad))
+                    out.append((sc.choice, sc.transition.id, ("VIOLATION", ms2), None, bad, label))
                     continue
                 raise
-            out.append((sc.choice, sc.transition.id, L2, rec2, bad))
+            out.append((sc.choice, sc.transition.id, L2, rec2, bad, label))
         return out
 
     def _materialise(self, L: Json, rec: Json, view: str | None) -> tuple[Machine, _Window]:
@@ -713,6 +715,16 @@ _GHOST_FIELDS = frozenset({"gtool", "gretries", "cur_hist", "cur_first", "glimit
 
 def _output(tok: Json) -> Json:
     return None if tok is None else tool_output(tok)
+
+
+def _label(before: RunState, after: RunState) -> Label:
+    """The answer a step gave and the stop reason it ended the run with (the window's view)."""
+    code = None
+    if len(after.answers) > len(before.answers):
+        a = after.answers[-1]
+        code = a.code if a.status != "ok" else ("ok (replay)" if a.replayed else "ok")
+    stop = after.stop_reason if after.status is not None and before.status is None else None
+    return code, stop
 
 
 def _outcome(enc: Json) -> Outcome | None:

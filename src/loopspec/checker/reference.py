@@ -145,7 +145,7 @@ class ReferenceModel:
         env = self.U.configs[cfg].env
         for sc in enumerate_steps(self.sem, env, m):
             if sc.transition is None:
-                yield sc.choice, "ERROR", ("error", sc.error), (cfg, sc.machine), (f"CRASH: {sc.error}",)
+                yield sc.choice, "ERROR", ("error", sc.error), (cfg, sc.machine), (f"CRASH: {sc.error}",), (None, None)
                 continue
             bad = check_invariants(sc.machine.s)
             try:
@@ -154,7 +154,18 @@ class ReferenceModel:
                 if not bad:
                     raise
                 k = ("nonlocal", str(exc), id(sc))
-            yield sc.choice, sc.transition.id, k, (cfg, sc.machine), bad
+            yield sc.choice, sc.transition.id, k, (cfg, sc.machine), bad, step_label(m.s, sc.machine.s)
+
+
+def step_label(before: RunState, after: RunState) -> tuple[str | None, str | None]:
+    """What a step produced, for the coverage report: the answer it gave (its code, ``ok`` or
+    ``ok (replay)``) and the stop reason it ended the run with."""
+    code = None
+    if len(after.answers) > len(before.answers):
+        a = after.answers[-1]
+        code = a.code if a.status != "ok" else ("ok (replay)" if a.replayed else "ok")
+    stop = after.stop_reason if after.status is not None and before.status is None else None
+    return code, stop
 
 
 def full_key(s: RunState) -> Json:
