@@ -79,3 +79,15 @@ def test_crosscheck_command_at_a_small_bound(capsys: pytest.CaptureFixture[str])
                "--bound", "loop.calls=1", "--bound", "loop.ids=2"])
     out = capsys.readouterr().out
     assert rc == 0 and out.count("agree") == 4
+
+
+def test_outputs_validate_against_the_published_schemas(tmp_path: Path) -> None:
+    """coverage.json / trace.json are what `loopspec diagram` reads; counterexample.json has its own
+    schema (spec/schema/counterexample.schema.json)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema_dir = Path(__file__).resolve().parents[1] / "spec" / "schema"
+    assert main(["verify", "--variant", "retry-starts-execution", "--scope", "loop", "--out", str(tmp_path)]) == 1
+    for name, schema in (("coverage.json", "transition-coverage"), ("trace.json", "transition-path"),
+                         ("counterexample.json", "counterexample")):
+        doc = json.loads((tmp_path / name).read_text())
+        jsonschema.validate(doc, json.loads((schema_dir / f"{schema}.schema.json").read_text()))
