@@ -39,9 +39,6 @@ class EdgeMap:
     edges: dict[Json, set[Edge]]
     transitions: int
 
-    def first_violation_depth(self) -> int | None:
-        return None
-
 
 def edge_map(model: Any, key_of: Callable[[Any], Json] | None = None, max_states: int = 2_000_000) -> EdgeMap:
     """Explore ``model`` completely (violating states are not expanded) and record every edge.

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._spec import load_spec
 from .bounds import Bounds, Scope
 from .fast import FastModel
 from .reference import Choice, ReferenceModel
@@ -213,6 +212,3 @@ def _path(keys: list[Json], parent: array, steps: list[tuple[Choice, str] | None
         cur = p
     return tuple(reversed(out))
 
-
-def spec_transitions() -> tuple[str, ...]:
-    return tuple(t.id for t in load_spec().transitions)

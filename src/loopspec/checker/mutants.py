@@ -24,7 +24,7 @@ from typing import Any
 from .. import _core as core
 from .._core import Answer, Binding, Execution, RunState
 from .bounds import Bounds, load_bounds
-from .counterexample import Lifted, counterexample_json, lift
+from .counterexample import Lifted, lift
 from .explore import Exploration, explore
 from .semantics import CORE, Semantics
 
@@ -315,10 +315,6 @@ def main(argv: Sequence[str]) -> int:  # pragma: no cover - maintenance entry po
     write_atomic(argv[1], json.dumps(data, indent=2) + "\n")
     print(f"wrote {argv[1]} ({len(data['mutants'])} mutants)")
     return 0
-
-
-def counterexample_of(r: MutantResult) -> dict[str, Json] | None:
-    return counterexample_json(r.lifted) if r.lifted is not None else None
 
 
 if __name__ == "__main__":  # pragma: no cover

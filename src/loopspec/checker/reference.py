@@ -9,7 +9,7 @@ explorer reports back to concrete calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,25 +57,6 @@ class _Script:
         return options[i]
 
 
-class _Fixed:
-    """An oracle that answers from a recorded choice, checking the questions match."""
-
-    __slots__ = ("choice", "pos")
-
-    def __init__(self, choice: Choice) -> None:
-        self.choice = choice
-        self.pos = 0
-
-    def choose(self, point: str, options: Sequence[str]) -> str:
-        if self.pos >= len(self.choice):
-            raise ValueError(f"replay: unexpected question {point!r}")
-        p, label = self.choice[self.pos]
-        self.pos += 1
-        if p != point or label not in options:
-            raise ValueError(f"replay: expected a {p!r} question answerable with {label!r}, got {point!r} {options}")
-        return label
-
-
 @dataclass(slots=True)
 class Succ:
     choice: Choice
@@ -104,11 +85,6 @@ def enumerate_steps(sem: Semantics, cfg_env: Any, m: Machine) -> Iterator[Succ]:
             for j in range(len(options) - 1, 0, -1):
                 stack.append((*base, j))
         yield Succ(tuple((p, opts[i]) for p, opts, i in o.trail), tr, m2, err)
-
-
-def replay_step(sem: Semantics, cfg_env: Any, m: Machine, choice: Choice) -> Transition:
-    """Fire the step of ``m`` that the recorded ``choice`` describes (in place)."""
-    return step(sem, cfg_env, m, _Fixed(choice))
 
 
 class ReferenceModel:
@@ -179,5 +155,3 @@ def full_key(s: RunState) -> Json:
         s.stop_reason, s.aborted, s.terminations, s.final_at, s.discarded,
     )
 
-
-KeyFn = Callable[[int, Machine], Json]

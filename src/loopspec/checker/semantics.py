@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .. import _core as core
-from .._core import Binding, Execution, Outcome, Request, RunState
+from .._core import Binding, Execution, Outcome, RunState
 from .._spec import Spec, Transition, load_spec
 
 __all__ = [
@@ -428,6 +428,3 @@ def late_pending(m: Machine) -> bool:
     s = m.s
     return m.state == "executing" and s.outcome is None
 
-
-def new_request(s: RunState) -> Request | None:
-    return s.requests[-1] if s.requests else None
