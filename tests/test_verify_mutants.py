@@ -139,3 +139,15 @@ def test_known_spec_gaps_survive_the_default_bound(mt: Any) -> None:
     move the variant to MUTANTS."""
     r = check_mutant(mt)
     assert r.lifted is None and r.exploration.complete
+
+
+@pytest.mark.parametrize("model", ["fast", "reference"])
+def test_a_core_that_raises_is_a_failure_not_a_crash_of_the_checker(model: str) -> None:
+    def answer_error(s: Any, code: str) -> Any:
+        raise AssertionError("broken answer_error")
+
+    sem = CORE.variant("raises", "answer_error raises", functions={"answer_error": answer_error})
+    b = load_bounds()
+    ex = explore(b, b.scope("batch"), sem, model=model)
+    assert ex.violation is not None and ex.violation.crashed == "AssertionError: broken answer_error"
+    assert [t for _, _, t in ex.violation.path] == ["T04", "ERROR"]

@@ -120,7 +120,14 @@ def handle(args: argparse.Namespace) -> int:
     unreached = [t for t in spec_ids if not coverage.get(t)]
     bad = next((ex for ex in results if ex.violation is not None), None)
     cx = lifted = None
-    if bad is not None and bad.violation is not None:
+    crash_text = None
+    if bad is not None and bad.violation is not None and bad.violation.crashed:
+        v = bad.violation
+        crash_text = (f"The step after {' '.join(t for _, _, t in v.path[:-1])} raises: {v.crashed}\n"
+                      f"(a core that raises is a failure of its own; the path is not lifted)\n")
+        cx = {"format": "loopspec-crash/1", "path": [t for _, _, t in v.path], "error": v.crashed,
+              "trace": {"path": [t for _, _, t in v.path[:-1]], "failed": None}}
+    elif bad is not None and bad.violation is not None:
         v = bad.violation
         lifted = lift(bounds, bad.scope, sem, v.path, v.last_key, v.invariants)
         cx = counterexample_json(lifted)
@@ -147,7 +154,8 @@ def handle(args: argparse.Namespace) -> int:
         "passed": bad is None and not unreached,
     }
     if args.out:
-        _write_out(Path(args.out), report, coverage, spec_ids, results, cx, explain(lifted) if lifted else None)
+        _write_out(Path(args.out), report, coverage, spec_ids, results, cx,
+                   explain(lifted) if lifted else crash_text)
     if args.update_expected and bad is None:
         from .checker.bounds import default_bounds_path, update_expected
 
@@ -158,7 +166,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
-        _text(report, results, unreached, expected_diffs, explain(lifted) if lifted else None)
+        _text(report, results, unreached, expected_diffs, explain(lifted) if lifted else crash_text)
     if expected_diffs:
         print("loopspec verify: the figures differ from [scope.*.expected] in the bounds file; if the change is "
               "intended, run `loopspec verify --update-expected` and commit it", file=sys.stderr)

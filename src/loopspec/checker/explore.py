@@ -38,6 +38,11 @@ class Violation:
     path: tuple[tuple[Json, Choice, str], ...]
     last_key: Json
 
+    @property
+    def crashed(self) -> str | None:
+        """The exception text when the step raised (a variant driving the core into an assertion)."""
+        return next((v[len("CRASH: "):] for v in self.invariants if v.startswith("CRASH: ")), None)
+
 
 @dataclass
 class Exploration:

@@ -150,15 +150,13 @@ def _lim(s: RunState) -> int | None:
 class Mutant:
     semantics: Semantics
     scope: str  # the scope whose bound it is checked in
-    #: False when the engine cannot run the variant at all (replay then shows where it fails)
-    engine: bool = True
 
 
 def mutant(name: str, doc: str, scope: str, *, guards: dict[str, Any] | None = None,
            functions: dict[str, Any] | None = None, rules: Sequence[str] = (), breaks: Sequence[str] = (),
-           local: bool = True, engine: bool = True) -> Mutant:
+           local: bool = True) -> Mutant:
     return Mutant(CORE.variant(name, doc, guards=guards, functions=functions, rules=rules, breaks=breaks,
-                               local=local), scope, engine)
+                               local=local), scope)
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -193,7 +191,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "batch", guards={
                "allow_listed": lambda s: isinstance(s.current.name, str),
                "arguments_valid": lambda s: s.current.name not in s.config.schemas or core._arguments_valid(s),
-           }, rules=("R3",), breaks=("INV-BINDING-STABLE",), engine=False),
+           }, rules=("R3",), breaks=("INV-BINDING-STABLE",)),
     mutant("principal-from-arguments",
            "The tool runs as the user named in the call's arguments instead of the run's principal.",
            "batch", functions={"begin_execution": _begin_execution_principal_from_arguments}, rules=("R16",),
@@ -290,7 +288,7 @@ def check_mutant(mt: Mutant, bounds: Bounds | None = None, *, model: str | None 
     kind = model or ("fast" if mt.semantics.local else "reference")
     ex = explore(bounds, scope, mt.semantics, model=kind)
     lf = None
-    if ex.violation is not None:
+    if ex.violation is not None and not ex.violation.crashed:
         v = ex.violation
         lf = lift(bounds, scope, mt.semantics, v.path, v.last_key, v.invariants)
     return MutantResult(mt, ex, lf)
