@@ -99,7 +99,6 @@ def test_universe_alphabet_is_closed_under_the_symmetries() -> None:
                 assert lab.replace(f"({v})", f"({w})") in labels
 
 
-@pytest.mark.slow
 def test_loopspec_verify_exhausts_the_default_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`loopspec verify` at the default bound: exit 0, no invariant breaks, every spec transition is
     reached, and the figures are the ones committed in spec/bounds.toml (a change to the spec, the
