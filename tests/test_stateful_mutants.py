@@ -13,6 +13,8 @@ from hypothesis.stateful import run_state_machine_as_test
 import loopspec._core as core
 from tests.test_stateful import BatchMachine
 
+pytestmark = pytest.mark.slow
+
 Guard = Callable[[Any], bool]
 
 

@@ -301,6 +301,26 @@ class _Run:
             out["arguments"] = r.arguments if core.canonical_json(r.arguments) is not None else None
         return out
 
+    def _proposal_item(self, call: Json) -> dict[str, Json]:
+        """A proposed call as an input of the run: enough to recheck every decision but R4's
+        schema check without the raw arguments, which appear only when they are recorded."""
+        if not isinstance(call, dict):
+            return {"callId": None, "callIdType": "missing", "tool": None, "argsDigest": None,
+                    "argsObject": False, "item": "other"}
+        cid, name, args = call.get("id"), call.get("name"), call.get("arguments")
+        kind = ("missing" if "id" not in call else "null" if cid is None else "string" if isinstance(cid, str)
+                else "boolean" if isinstance(cid, bool) else "number" if isinstance(cid, int | float)
+                else "array" if isinstance(cid, list) else "object")
+        item: dict[str, Json] = {
+            "callId": cid if isinstance(cid, str) else None, "callIdType": kind,
+            "tool": name if isinstance(name, str) else None,
+            "argsDigest": digest(args) if isinstance(args, dict) else None,
+            "argsObject": isinstance(args, dict) and core.is_json(args), "item": "object",
+        }
+        if self.record_arguments:
+            item["arguments"] = args if core.canonical_json(args) is not None else None
+        return item
+
     # -- guards and effects --------------------------------------------------------------
     def _guard(self, name: str) -> bool:
         if name == "authorized" and self.s.current.authorized is None:
@@ -389,7 +409,8 @@ class _Run:
             self.emit("model_failed", t.id, round=s.round)
         else:
             assert s.response is not None
-            self.emit("model_proposed", t.id, round=s.round, calls=len(s.response))
+            self.emit("model_proposed", t.id, round=s.round, calls=len(s.response),
+                      proposal=[self._proposal_item(c) for c in s.response])
 
     def _execute(self, t: Transition, ex: core.Execution) -> None:
         s = self.s
