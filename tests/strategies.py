@@ -61,6 +61,13 @@ class Recorder:
         return [Tool.define(n, lambda a, c, n=n: self._run(n, a, c), TEXT_SCHEMA) for n in KNOWN_TOOLS]
 
 
+# --------------------------------------------------------------------------------------------
+# loopspec verify (the model checker)
+# --------------------------------------------------------------------------------------------
+
+#: The environment's answers for a walk through the checker's stepper: at each question the walk
+#: takes option ``index % len(options)``; once the list is used up it takes option 0.
+oracle_answers = st.lists(st.integers(min_value=0, max_value=63), max_size=80)
 
 # -- the fuzzer's strategies are product code (loopspec._fuzz_strategies, used by `loopspec fuzz`) --
 fuzz_batch_steps = _fuzz.batch_steps
