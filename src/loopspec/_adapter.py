@@ -397,6 +397,20 @@ class ImplFactory:
         self.started = 0
         self.info: dict[str, Json] | None = None
 
+    def step_normalizer(self) -> Callable[[dict[str, Json]], dict[str, Json]] | None:
+        """An in-process target's ``normalize_step`` (framework adapters: the steps the framework can
+        express), or None."""
+        if self.argv is not None:
+            return None
+        t = self.target
+        fn = getattr(t, "normalize_step", None)
+        if fn is None:
+            return None
+        if isinstance(t, type):
+            obj = t()
+            return obj.normalize_step  # type: ignore[no-any-return]
+        return fn  # type: ignore[no-any-return]
+
     def describe(self) -> str:
         if self.argv is not None:
             return shlex.join(self.argv)

@@ -47,7 +47,9 @@ from ._core import (
     RunState,
     canonical_json,
 )
-from ._spec import Spec, load_rules, load_spec
+from ._profiles import Params, params_for, transform_proposal
+from ._profiles import drive as profiled_drive
+from ._spec import Profile, Spec, load_rules, load_spec
 from ._text import compact
 
 __all__ = [
@@ -417,7 +419,8 @@ class Expected:
         }
 
 
-def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[Outcome]) -> Expected:
+def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[Outcome],
+                   params: Params | None = None, spec: Spec | None = None) -> Expected:
     s = RunState(cfg.run_config())
     feed = iter(outcomes)
     attempts: list[int] = []
@@ -427,7 +430,10 @@ def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[O
         nxt = next(feed, None)
         return nxt if nxt is not None else Outcome.success(None)
 
-    core.drive(s, lambda st: list(calls), outcome_for)
+    if params is None:
+        core.drive(s, lambda st: list(calls), outcome_for)
+    else:
+        profiled_drive(s, lambda st: {"calls": list(calls)}, outcome_for, params, spec or default_spec())
     return Expected(s, attempts)
 
 
@@ -1032,17 +1038,25 @@ def check_results_shape(results: Sequence[Json], where: str) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def judge(trace: Json, *, spec: Spec | None = None) -> Verdict:
-    """Judge one trace (batch or loop). Raises :class:`TraceError` for a malformed trace."""
+def judge(trace: Json, *, spec: Spec | None = None, profile: Profile | str | None = None) -> Verdict:
+    """Judge one trace (batch or loop), against the strict spec or under a profile's documented
+    choices (SPEC.md section 4). Raises :class:`TraceError` for a malformed trace."""
     _need(isinstance(trace, dict), "trace", "must be an object")
     _need(trace.get("format") == TRACE_FORMAT, "trace.format", f"must be {TRACE_FORMAT!r}")
     kind = trace.get("kind")
+    params = None
+    if profile is not None and not (isinstance(profile, Params)):
+        params = params_for(spec or default_spec(), profile)
+    elif isinstance(profile, Params):
+        params = profile
+    if params is not None and params.strict(spec or default_spec()):
+        params = None  # the strict default is exactly the core's reference
     if kind == "batch":
-        return judge_batch(trace, spec=spec)
+        return judge_batch(trace, spec=spec, params=params)
     if kind == "loop":
         from ._judge_loop import judge_loop
 
-        return judge_loop(trace, spec=spec)
+        return judge_loop(trace, spec=spec, params=params)
     raise TraceError("trace.kind", "must be \"batch\" or \"loop\"")
 
 
@@ -1074,15 +1088,17 @@ def split_events(events: Json) -> tuple[list[ObservedExecution], list[Mapping[st
     return execs, models, response, perr
 
 
-def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdict:
+def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: Params | None = None) -> Verdict:
     spec = spec or default_spec()
     cfg = parse_batch_config(trace.get("config"))
     calls = trace.get("calls")
     _need(isinstance(calls, list), "trace.calls", "must be a list")
+    if params is not None:  # what the framework's message parser hands on (dropped calls are no requests)
+        calls = transform_proposal(calls, params)
     execs, _models, response, perr = split_events(trace.get("events"))
     _need(response is not None or perr is not None, "trace.events",
           "must end with a response or a protocol-error event")
-    exp = expected_batch(cfg, calls, [e.outcome for e in execs])
+    exp = expected_batch(cfg, calls, [e.outcome for e in execs], params, spec)
     attributed, mismatch = attribute_executions(calls, exp.attempts, execs)
     result = response.get("result") if response is not None else None
     shape_error = check_batch_result_shape(result) if response is not None else None

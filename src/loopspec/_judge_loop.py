@@ -48,6 +48,8 @@ from ._judge import (
     split_events,
     wire_answer,
 )
+from ._profiles import Params, transform_proposal
+from ._profiles import drive as profiled_drive
 from ._spec import Spec
 from ._text import compact
 
@@ -169,7 +171,8 @@ class LoopExpected(Expected):
         return out
 
 
-def expected_loop(cfg: LoopConfig, replies: Sequence[Json], outcomes: Sequence[Outcome]) -> LoopExpected:
+def expected_loop(cfg: LoopConfig, replies: Sequence[Json], outcomes: Sequence[Outcome],
+                  params: Params | None = None, spec: Spec | None = None) -> LoopExpected:
     s = RunState(cfg.run_config())
     feed = iter(outcomes)
     replies_iter = iter(replies)
@@ -191,7 +194,10 @@ def expected_loop(cfg: LoopConfig, replies: Sequence[Json], outcomes: Sequence[O
         nxt = next(feed, None)
         return nxt if nxt is not None else Outcome.success(None)
 
-    core.drive(s, model, outcome_for)
+    if params is None:
+        core.drive(s, model, outcome_for)
+    else:
+        profiled_drive(s, model, outcome_for, params, spec or default_spec())
     return LoopExpected(s, attempts, asked, beyond[0])
 
 
@@ -368,7 +374,13 @@ def let_loop(cfg: LoopConfig, models: Sequence[Mapping[str, Json]], limit: int =
     return "\n".join(lines) + "."
 
 
-def judge_loop(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdict:
+def _parsed_reply(reply: Json, params: Params) -> Json:
+    if isinstance(reply, dict) and set(reply) == {"calls"} and isinstance(reply["calls"], list):
+        return {"calls": transform_proposal(reply["calls"], params)}
+    return reply
+
+
+def judge_loop(trace: Mapping[str, Json], *, spec: Spec | None = None, params: Params | None = None) -> Verdict:
     spec = spec or default_spec()
     cfg = parse_loop_config(trace.get("config"))
     execs, models, response, perr = split_events(trace.get("events"))
@@ -376,7 +388,9 @@ def judge_loop(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdic
           "must end with a response or a protocol-error event")
     for n, m in enumerate(models):
         _need(isinstance(m.get("reply"), dict), f"trace.model[{n}].reply", "must be an object")
-    exp = expected_loop(cfg, [m["reply"] for m in models], [e.outcome for e in execs])
+    if params is not None:  # what the framework's message parser hands on, round by round
+        models = [{**m, "reply": _parsed_reply(m["reply"], params)} for m in models]
+    exp = expected_loop(cfg, [m["reply"] for m in models], [e.outcome for e in execs], params, spec)
     calls = _flat_calls(models)
     attributed, mismatch = attribute_executions(calls, exp.attempts, execs)
     result = response.get("result") if response is not None else None
