@@ -42,7 +42,8 @@ def ensure_venv() -> None:
         run([sys.executable, "-m", "venv", str(VENV)])
     say("installing loopspec and its test dependencies into .venv (first run only)")
     run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--upgrade", "pip"])
-    run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", f"{ROOT}[test]"])
+    # the test job also fuzzes the real agent frameworks (optional extras; about 30 s to install)
+    run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", f"{ROOT}[test,frameworks]"])
     STAMP.write_text(want)
 
 

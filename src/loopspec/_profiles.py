@@ -82,7 +82,12 @@ def transform_proposal(calls: Sequence[Json], p: Params) -> list[Json]:
 
 
 def proposal_refusal(s: RunState, calls: Sequence[Json], p: Params) -> str | None:
-    """The code of the proposal-level check that refuses ``calls`` (None when none does)."""
+    """The code of the proposal-level check that refuses ``calls`` (None when none does). The budget is
+    checked first (measured: pydantic-ai checks tool_calls_limit before the uniqueness of ids)."""
+    if p["budget"] == "per-proposal" and calls:
+        limit = s.config.limits.max_executions
+        if limit is not None and _budget_used(s, p) + len(calls) > limit:
+            return "BUDGET_EXHAUSTED"
     if p["blank_ids"] == "refuse-proposal-if-empty" and any(isinstance(c, dict) and c.get("id") == "" for c in calls):
         return "INVALID_CALL"
     if p["duplicate_ids"] in ("refuse-proposal", "collapse-identical"):
@@ -92,10 +97,6 @@ def proposal_refusal(s: RunState, calls: Sequence[Json], p: Params) -> str | Non
     if p["unknown_tool"] == "refuse-proposal" and any(
             isinstance(c, dict) and isinstance(c.get("name"), str) and c["name"] not in s.config.schemas for c in calls):
         return "UNKNOWN_TOOL"
-    if p["budget"] == "per-proposal" and calls:
-        limit = s.config.limits.max_executions
-        if limit is not None and _budget_used(s, p) + len(calls) > limit:
-            return "BUDGET_EXHAUSTED"
     return None
 
 

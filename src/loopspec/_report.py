@@ -22,7 +22,7 @@ from ._text import write_atomic
 
 Json = Any
 
-__all__ = ["REPORT_FORMAT", "report_data", "render_report", "write_report"]
+__all__ = ["REPORT_FORMAT", "render_report", "report_data", "write_report"]
 
 REPORT_FORMAT = "loopspec-conformance-report/1"
 
@@ -93,7 +93,7 @@ def render_report(data: Mapping[str, Json]) -> str:
         "",
         f"- implementation: {data['implInfo'].get('name', data['impl'])} {data['implInfo'].get('version', '')}".rstrip(),
         f"- judged under the profile `{prof}`" + ("" if prof == "strict" else
-                                                 f" and, for the design choices, the strict spec"),
+                                                 " and, for the design choices, the strict spec"),
         f"- date: {data['date']}; seed {data['seed']}; {st['examples']} examples, {st['steps']} steps, "
         f"{st['executionsObserved']} executions observed, {st['seconds']} s"
         + (f" (strict campaign: {data['strictStats']['seconds']} s)" if data.get("strictStats") else ""),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .._adapter import ExecuteFn, Executor, ModelFailure, ModelFn
 from .._core import CODE_TABLE, FAILURE_CATEGORIES
@@ -211,7 +211,7 @@ class FrameworkExecutor(Executor):
 
     framework = "?"
     #: how the adapter maps the harness's limits to the framework's (documentation, shown in reports)
-    limit_support: Mapping[str, str] = {}
+    limit_support: ClassVar[Mapping[str, str]] = {}
 
     def unrepresentable(self, call: Json) -> str | None:
         """Why the framework's message types cannot carry this call (None when they can)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from .._adapter import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
@@ -43,7 +43,7 @@ class _Invalid(Exception):
 class LangGraphExecutor(FrameworkExecutor):
     framework = "langgraph"
     name = "langgraph"
-    limit_support = {
+    limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "recursion_limit = 2 × maxRounds (loop level; a round is a model step and a tools step)",
         "maxExecutions": "none: LangGraph has no execution budget",
         "maxToolExecutions": "none: no per-tool execution limit",
@@ -63,6 +63,15 @@ class LangGraphExecutor(FrameworkExecutor):
         if why is None and "id" not in call:
             return "a call without an id (the instrumented tool needs its id through InjectedToolCallId)"
         return why
+
+    def normalize_step(self, step: dict[str, Json]) -> dict[str, Json]:
+        """As for every adapter, plus: recursion_limit must be at least 1, so maxRounds = 0 (no model
+        request at all) is not expressible and is left off."""
+        step = super().normalize_step(step)
+        lim = (step.get("config") or {}).get("limits")
+        if isinstance(lim, dict) and lim.get("maxRounds") == 0:
+            step["config"] = {**step["config"], "limits": {**lim, "maxRounds": None}}
+        return step
 
     # -- mapping -----------------------------------------------------------------------------
     @staticmethod
@@ -88,11 +97,11 @@ class LangGraphExecutor(FrameworkExecutor):
         tools = []
         for name, schema in run.tools.items():
             def make(name: str = name) -> Any:
-                async def body(tool_call_id: str, config: RunnableConfig, **kwargs: Any) -> str:
+                async def fn(tool_call_id: str, config: RunnableConfig, **kwargs: Any) -> str:
                     i = _index(run, tool_call_id, name)
                     principal = (config.get("configurable") or {}).get("principal")
                     return json.dumps(run.enter(i, tool_call_id, name, given(kwargs), principal))
-                return body
+                return fn
 
             body = make()
             first = [

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 from .._adapter import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
@@ -46,7 +46,7 @@ class _Invalid(Exception):
 class OpenAIAgentsExecutor(FrameworkExecutor):
     framework = "openai-agents"
     name = "openai-agents"
-    limit_support = {
+    limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "Runner.run(max_turns=...)",
         "maxExecutions": "none: the Agents SDK has no execution budget",
         "maxToolExecutions": "none: no per-tool execution limit",

@@ -26,7 +26,7 @@ import asyncio
 import json
 import os
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 from .._adapter import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
@@ -45,7 +45,7 @@ class _Refused(Exception):
 class PydanticAIExecutor(FrameworkExecutor):
     framework = "pydantic-ai"
     name = "pydantic-ai"
-    limit_support = {
+    limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "UsageLimits.request_limit",
         "maxExecutions": "UsageLimits.tool_calls_limit (counts successful tool calls; checked for a whole response)",
         "maxToolExecutions": "none: pydantic-ai has no per-tool execution limit",
