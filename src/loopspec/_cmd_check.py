@@ -271,13 +271,11 @@ def handle(args: argparse.Namespace) -> int:
             continue
         rec = item
         if rec.verdict == "unreadable":
-            print(f"loopspec check: error: {rec.file}:{rec.error_line}: run {rec.run!r}: {rec.error}", file=sys.stderr)
+            who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
+            print(f"loopspec check: error: {rec.file}:{rec.error_line}: {who}{rec.error}", file=sys.stderr)
         if diagram_dir is not None and rec.trace is not None and rec.violation is not None:
             try:
-                for p in write_diagram(diagram_dir, rec):
-                    if writer is None and not args.quiet:
-                        pass
-                    _ = p
+                write_diagram(diagram_dir, rec)
             except Exception as exc:  # a drawing problem never hides the verdict
                 print(f"loopspec check: warning: no diagram for run {rec.run!r}: {exc}", file=sys.stderr)
         if writer is not None:

@@ -381,7 +381,7 @@ def _same_content_elsewhere(chk: RunChecker) -> bool:
     r = s.current
     if not (isinstance(r.name, str) and isinstance(r.arguments, dict)):
         return False
-    key = core.content_key(r.name, r.arguments)
+    key = chk.req_key
     return any(b.key == key and b.success is not None for cid, b in s.bindings.items() if cid != r.call_id)
 
 

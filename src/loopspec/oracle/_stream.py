@@ -270,7 +270,7 @@ def _json_reason(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 (byte {exc.start})"
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if "recursion" in msg.lower():
+    if "recursion" in msg.lower() or "depth" in msg.lower():
         return "nested too deeply"
     return msg
 
