@@ -139,7 +139,8 @@ def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
         except _json.JsonError:
             one_line = False
     if fmt == "auto":
-        if one_line and isinstance(doc, dict) and doc.get("type") in EVENT_TYPES and "run" in doc:
+        if one_line and isinstance(doc, dict) and isinstance(doc.get("type"), str) and doc["type"] in EVENT_TYPES \
+                and "run" in doc:
             fmt = "ledger"
         elif one_line and isinstance(doc, dict) and doc.get("format") == TRACE_FORMAT:
             fmt = "trace"

@@ -58,7 +58,7 @@ def _by_terminal(chk: RunChecker, ev: Mapping[str, Json]) -> Transition | None:
     reason = ev["stopReason"]
     cands = t.by_stop_reason.get(reason, ()) if isinstance(reason, str) else ()
     if not cands:
-        if reason not in t.stop_reason_ids:
+        if not isinstance(reason, str) or reason not in t.stop_reason_ids:
             raise RunInputError(f"run_terminal.stopReason: unknown stop reason {reason!r}")
         return None  # an escalation's stop reason without `aborted`
     for x in cands:
@@ -575,7 +575,8 @@ def result_mismatch(chk: RunChecker, ev: Mapping[str, Json], line: int, a: Answe
     want = {"index": a.index, "callId": a.call_id, "status": a.status, "code": a.code, "replayed": a.replayed,
             "outputDigest": want_digest}
     got = {k: ev[k] for k in want}
-    field = next(k for k in want if want[k] != got[k])
+    field = next((k for k in want if want[k] != got[k] or (got[k].__class__ is bool) != (want[k].__class__ is bool)),
+                 "index")
     where = _where(ev, line, "result_returned")
     base = f"Then request #{a.index} is answered " + (
         f"ok with {want_digest}" + (" (replayed)" if a.replayed else "") if a.status == "ok" else str(a.code))
@@ -661,7 +662,8 @@ def terminal_mismatch(chk: RunChecker, ev: Mapping[str, Json], line: int, key: s
         kind, hint = "wrong-aborted", "INV-ABORT-PREFIX"
         text = f"Then the run ends with aborted = {want} (R13, R20); but the ledger records aborted = {got!r}"
     else:
-        field = next((k for k in want if not isinstance(got, dict) or got.get(k) != want[k]), None) \
+        field = next((k for k in want if not isinstance(got, dict) or got.get(k) != want[k]
+                      or (got.get(k).__class__ is bool) != (want[k].__class__ is bool)), None) \
             if isinstance(want, dict) else None
         if field is None:
             rule, kind, hint = "R27", "ledger-inconsistent", None

@@ -325,7 +325,7 @@ class RunChecker:
     # -- feeding events ----------------------------------------------------------------------
     def feed(self, ev: Mapping[str, Json], line: int) -> None:
         seq = ev["seq"]
-        if seq != self.seq + 1:
+        if seq != self.seq + 1 or seq.__class__ is not int:
             raise self._seq_problem(seq, line)
         self.seq = seq
         self.events += 1
@@ -346,7 +346,7 @@ class RunChecker:
         _HANDLERS[typ](self, ev, line)
 
     def _seq_problem(self, seq: Json, line: int) -> RunInputError:
-        if isinstance(seq, int) and not isinstance(seq, bool) and seq > self.seq + 1:
+        if seq.__class__ is int and seq > self.seq + 1:
             return RunInputError(f"seq {seq} follows seq {self.seq}: {seq - self.seq - 1} event(s) of run "
                                  f"{self.run_id!r} are missing (or out of order)", line)
         return RunInputError(f"seq {seq!r} after seq {self.seq}: the run's events must be in order, numbered "
@@ -483,7 +483,7 @@ class RunChecker:
 
     def on_model_requested(self, ev: Mapping[str, Json], line: int) -> None:
         want = self.s.round + 1
-        if ev["round"] != want:
+        if ev["round"] != want or ev["round"].__class__ is not int:
             raise self._mismatch(ev, line, "R18", "wrong-round", "round", want, ev["round"],
                                  f"Then the run asks the model for round {want} (R18); but the ledger records a "
                                  f"request for round {ev['round']!r}.")
@@ -496,7 +496,7 @@ class RunChecker:
             proposal = ev["proposal"]
             if proposal.__class__ is not list:
                 raise RunInputError(f"model_proposed.proposal: expected a list, got {type(proposal).__name__}", line)
-            if ev["calls"] != len(proposal):
+            if ev["calls"] != len(proposal) or ev["calls"].__class__ is not int:
                 raise self._mismatch(ev, line, "R27", "ledger-inconsistent", "calls", len(proposal), ev["calls"],
                                      f"Then the ledger's call count is the proposal's length, {len(proposal)} (R27); "
                                      f"but it records calls = {ev['calls']!r}.")
@@ -513,7 +513,7 @@ class RunChecker:
             core.receive_response(s, _MODEL_FAILED)
             self.reply = "failed"
         self.round_start = len(s.answers)
-        if ev["round"] != want_round:
+        if ev["round"] != want_round or ev["round"].__class__ is not int:
             raise self._mismatch(ev, line, "R18", "wrong-round", "round", want_round, ev["round"],
                                  f"Then the model's reply belongs to round {want_round} (R18); but the ledger records "
                                  f"round {ev['round']!r}.")
@@ -563,7 +563,7 @@ class RunChecker:
 
     def _check_call_fields(self, ev: Mapping[str, Json], line: int) -> None:
         r = self.s.current
-        if ev["index"] != r.index:
+        if ev["index"] != r.index or ev["index"].__class__ is not int:
             raise self._mismatch(ev, line, "R11", "requests-out-of-order", "index", r.index, ev["index"],
                                  f"Then the call at position {self.s.cursor} of round {r.round} is request #{r.index} "
                                  f"(requests are numbered in arrival order, R11); but the ledger records it as "
@@ -573,9 +573,9 @@ class RunChecker:
         want = (r.round, cid if cid.__class__ is str else None, name if name.__class__ is str else None,
                 self.req_digest)
         got = (ev["round"], ev["callId"], ev["tool"], ev["argsDigest"])
-        if got != want:
+        if got != want or got[0].__class__ is not int:
             names = ("round", "callId", "tool", "argsDigest")
-            k = next(i for i in range(4) if got[i] != want[i])
+            k = _first_diff(got, want)
             raise self._mismatch(ev, line, "R27", "ledger-inconsistent", names[k], want[k], got[k],
                                  f"Then {ev['type']} describes request #{r.index}, the call proposed at position "
                                  f"{self.s.cursor} of round {r.round} ({names[k]} {want[k]!r}, R27); but it records "
@@ -588,7 +588,7 @@ class RunChecker:
         self._check_call_fields(ev, line)
         r = self.s.current
         at = self.s.bindings[r.call_id].success_at  # type: ignore[index]
-        if ev["of"] != at:
+        if ev["of"] != at or ev["of"].__class__ is not int:
             raise self._mismatch(ev, line, "R6", "replay-of-wrong-request", "of", at, ev["of"],
                                  f"Then request #{r.index} replays the stored success of id {r.call_id!r}, produced "
                                  f"by request #{at} (R6); but the ledger says it replays #{ev['of']!r}.",
@@ -597,12 +597,12 @@ class RunChecker:
     def on_execution_started(self, ev: Mapping[str, Json], line: int) -> None:
         self._check_call_fields(ev, line)
         ex = self.s.executions[-1]
-        if ev["ordinal"] != ex.ordinal:
+        if ev["ordinal"] != ex.ordinal or ev["ordinal"].__class__ is not int:
             raise self._mismatch(ev, line, "R12", "executions-miscounted", "ordinal", ex.ordinal, ev["ordinal"],
                                  f"Then this is execution {ex.ordinal} of the run (executions started are counted "
                                  f"one by one, R12); but the ledger numbers it {ev['ordinal']!r}.",
                                  hint="INV-EXEC-ACCOUNTING")
-        if ev["attempt"] != ex.attempts:
+        if ev["attempt"] != ex.attempts or ev["attempt"].__class__ is not int:
             raise self._mismatch(ev, line, "R23", "attempts-miscounted", "attempt", ex.attempts, ev["attempt"],
                                  f"Then this is attempt {ex.attempts} of execution {ex.ordinal} (R23); but the ledger "
                                  f"records attempt {ev['attempt']!r}.", hint="INV-RETRY-BUDGET")
@@ -621,9 +621,9 @@ class RunChecker:
         ex = s.executions[-1]
         got = (ev["index"], ev["callId"], ev["tool"], ev["ordinal"], ev["attempt"])
         want = (ex.request, s.current.call_id, ex.tool, ex.ordinal, ex.attempts)
-        if got != want:
+        if got != want or _has_bool(got):
             names = ("index", "callId", "tool", "ordinal", "attempt")
-            k = next(i for i in range(5) if got[i] != want[i])
+            k = _first_diff(got, want)
             raise self._mismatch(ev, line, "R27", "ledger-inconsistent", names[k], want[k], got[k],
                                  f"Then execution_finished closes the execution just started ({names[k]} "
                                  f"{want[k]!r}, R27); but it records {names[k]} {got[k]!r}.")
@@ -634,6 +634,10 @@ class RunChecker:
                 raise RunInputError(f"execution_finished.outputDigest: an ok outcome needs a digest, got {d!r}", line)
             core.record_outcome(s, Outcome(True, d, None))
         elif out in core.FAILURE_CATEGORIES:
+            if ev["outputDigest"] is not None:
+                raise self._mismatch(ev, line, "R27", "ledger-inconsistent", "outputDigest", None, ev["outputDigest"],
+                                     f"Then a failed execution ({out}) has no output (R10, R27); but the ledger "
+                                     f"records outputDigest {ev['outputDigest']!r}.")
             core.record_outcome(s, Outcome(False, None, out))
         else:
             raise RunInputError(f"execution_finished.outcome: expected ok or one of {', '.join(core.FAILURE_CATEGORIES)}"
@@ -643,13 +647,14 @@ class RunChecker:
         a: Answer = self.s.answers[-1]
         want_digest = a.output if a.status == "ok" else None
         if (ev["index"], ev["callId"], ev["status"], ev["code"], ev["replayed"], ev["outputDigest"]) != (
-                a.index, a.call_id, a.status, a.code, a.replayed, want_digest):
+                a.index, a.call_id, a.status, a.code, a.replayed, want_digest) or ev["index"].__class__ is not int \
+                or ev["replayed"].__class__ is not bool:
             raise _classify.result_mismatch(self, ev, line, a, want_digest)
 
     def on_call_advanced(self, ev: Mapping[str, Json], line: int) -> None:
         s = self.s
         want = len(s.requests) if s.response is not None and s.cursor < len(s.response) else None
-        if ev["next"] != want:
+        if ev["next"] != want or ev["next"].__class__ is bool:
             raise self._mismatch(ev, line, "R11", "wrong-next-request", "next", want, ev["next"],
                                  f"Then the next request is {'#' + str(want) if want is not None else 'none (the round is done)'}"
                                  f" (R11); but the ledger records next = {ev['next']!r}.",
@@ -657,7 +662,7 @@ class RunChecker:
 
     def on_round_decided(self, ev: Mapping[str, Json], line: int) -> None:
         s = self.s
-        if (ev["round"], ev["answers"]) != (s.round, self.round_answers):
+        if (ev["round"], ev["answers"]) != (s.round, self.round_answers) or _has_bool((ev["round"], ev["answers"])):
             f = "round" if ev["round"] != s.round else "answers"
             want = s.round if f == "round" else self.round_answers
             raise self._mismatch(ev, line, "R18", "wrong-round-summary", f, want, ev[f],
@@ -671,7 +676,7 @@ class RunChecker:
         want = {"status": s.status, "stopReason": s.stop_reason, "coverage": s.coverage, "aborted": aborted,
                 "counters": self.counters()}
         for k, v in want.items():
-            if ev[k] != v:
+            if ev[k] != v or (k in ("aborted", "counters") and _strict(ev[k]) != _strict(v)):
                 raise _classify.terminal_mismatch(self, ev, line, k, v)
         self.terminal = True
         self.terminal_line = line
@@ -683,6 +688,25 @@ class RunChecker:
             "status": s.status, "stopReason": s.stop_reason, "coverage": s.coverage if s.status else None,
             "executed": s.executed, "requests": len(s.requests), "rounds": s.model_requests, "steps": self.step,
         }
+
+
+def _first_diff(got: tuple[Any, ...], want: tuple[Any, ...]) -> int:
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if g != w or (g.__class__ is bool) != (w.__class__ is bool):
+            return i
+    return 0
+
+
+def _has_bool(values: tuple[Any, ...]) -> bool:
+    """JSON true/false where a count or index belongs (Python's True == 1 must not pass for it)."""
+    return any(v.__class__ is bool for v in values)
+
+
+def _strict(v: Json) -> str:
+    """A text that tells true from 1 and 1.0 from 1, for comparing small JSON values exactly."""
+    import json
+
+    return json.dumps(v, sort_keys=True)
 
 
 def _limit_answer(a: Answer) -> bool:

@@ -119,11 +119,12 @@ class LedgerStream:
                     continue
                 events += 1
                 run = ev.get("run")
-                chk = open_runs.get(run)  # type: ignore[arg-type]
+                chk = open_runs.get(run) if run.__class__ is str else None  # type: ignore[arg-type]
                 if chk is None:
                     yield from self._not_open(ev, n, run, raw)
                     continue
-                if ev.get("type") not in types:
+                typ = ev.get("type")
+                if typ.__class__ is not str or typ not in types:
                     yield self._close_unreadable(chk, n, _unknown_type(ev))
                     continue
                 if validate:
@@ -153,7 +154,7 @@ class LedgerStream:
             yield self._error(n, 'a ledger event needs "run": a non-empty string')
             return
         typ = ev.get("type")
-        if typ not in EVENT_TYPES:
+        if not isinstance(typ, str) or typ not in EVENT_TYPES:
             yield self._error(n, _unknown_type(ev))
             return
         fin = self.finished.get(run)
