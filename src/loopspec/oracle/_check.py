@@ -138,28 +138,37 @@ def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
             one_line = True
         except _json.JsonError:
             one_line = False
+    peeked: list[tuple[int, bytes | None, str | None]] = []
     if fmt == "auto":
-        if one_line and isinstance(doc, dict) and isinstance(doc.get("type"), str) and doc["type"] in EVENT_TYPES \
-                and "run" in doc:
-            fmt = "ledger"
-        elif one_line and isinstance(doc, dict) and doc.get("format") == TRACE_FORMAT:
-            fmt = "trace"
-        else:
-            fmt = "transcript"
+        fmt = _kind_of(doc) if one_line else ""
+        if not fmt:  # the first line is not JSON on its own: look a few lines further for ledger events
+            for item in lines:
+                peeked.append(item)
+                if item[1] is not None and item[1].strip():
+                    try:
+                        k = _kind_of(_json.loads(item[1]))
+                    except _json.JsonError:
+                        k = ""
+                    if k == "ledger":
+                        fmt = "ledger"
+                        break
+                if len(peeked) >= 8:
+                    break
+            fmt = fmt or "transcript"
     if fmt == "ledger":
         stream = LedgerStream(spec, name, opts)
         if fh.seekable():
             fh.seek(0)
             src: IO[bytes] = fh
-        else:  # stdin: put back the line read to decide the format
-            src = _Prepend(first[1] or b"", fh)
+        else:  # stdin: put back the lines read to decide the format
+            src = _Prepend([first[1] or b"\n"] + [x[1] or b"\n" for x in peeked], fh)
         try:
             yield from stream.run(src, 1 if fh.seekable() else n)
         finally:
             summary.events += stream.events
         return
     # documents: NDJSON (one per line) or one document for the whole file
-    docs = _documents(first, lines, one_line, name, opts)
+    docs = _documents(first, iter([*peeked, *lines]) if peeked else lines, one_line, name, opts)
     if fmt == "trace":
         yield from _check_traces(docs, name, spec, summary)
         return
@@ -167,20 +176,33 @@ def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
 
 
 class _Prepend(io.RawIOBase):
-    """A byte stream that yields ``head`` (one line already read) before the rest of ``fh``."""
+    """A byte stream that yields ``head`` (lines already read) before the rest of ``fh``."""
 
-    def __init__(self, head: bytes, fh: IO[bytes]) -> None:
-        self.head = head
+    def __init__(self, head: list[bytes], fh: IO[bytes]) -> None:
+        self.head = list(reversed(head))
         self.fh = fh
 
     def readline(self, size: int | None = -1) -> bytes:  # type: ignore[override]
         if self.head:
-            h, self.head = self.head, b""
-            return h
+            return self.head.pop()
         return self.fh.readline(size if size is not None else -1)
 
     def readable(self) -> bool:
         return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+def _kind_of(doc: Json) -> str:
+    if isinstance(doc, dict):
+        typ = doc.get("type")
+        if isinstance(typ, str) and typ in EVENT_TYPES and "run" in doc:
+            return "ledger"
+        if doc.get("format") == TRACE_FORMAT:
+            return "trace"
+        return "transcript"
+    return "transcript"
 
 
 @dataclass
