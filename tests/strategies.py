@@ -68,3 +68,12 @@ fuzz_batch_configs = _fuzz.batch_configs
 fuzz_call_lists = _fuzz.call_lists
 fuzz_schemas = _fuzz.schemas
 fuzz_scripts = _fuzz.scripts
+
+
+# --------------------------------------------------------------------------------------------
+# loopspec verify (the model checker)
+# --------------------------------------------------------------------------------------------
+
+#: The environment's answers for a walk through the checker's stepper: at each question the walk
+#: takes option ``index % len(options)``; once the list is used up it takes option 0.
+oracle_answers = st.lists(st.integers(min_value=0, max_value=63), max_size=80)

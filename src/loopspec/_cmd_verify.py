@@ -1,0 +1,291 @@
+"""``loopspec verify``: exhaustive bounded model checking of the spec (see loopspec.checker).
+
+Explores every behaviour of the decision core within the bounds of ``spec/bounds.toml`` (or
+``--bounds``), checks every invariant of loop.toml in every state, and reports the shortest
+counterexample when one breaks; fails when a spec transition is never reached. ``--mutants`` runs
+the must-fail corpus instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ._spec import load_spec
+from ._text import paint, table, use_color, write_atomic
+from .cli import EXIT_FOUND, EXIT_OK, UsageError
+
+Json = Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="exhaustively model-check the spec's invariants within bounds (shortest counterexample on failure)",
+        description="Explore every behaviour of the decision core within the bounds and check every invariant "
+                    "of loop.toml in every state reached (breadth-first, deduplicated up to symmetry).",
+    )
+    p.add_argument("--bounds", metavar="FILE", help="a bounds file (default: spec/bounds.toml)")
+    p.add_argument("--bound", metavar="SCOPE.FIELD=VALUE", action="append", default=[],
+                   help="override one bound, e.g. batch.calls=4 or loop.budgets=[1] (repeatable)")
+    p.add_argument("--scope", action="append", default=[], help="explore only this scope (repeatable)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--out", metavar="DIR", help="write verify.json, coverage.json and, on a violation, "
+                   "counterexample.json, counterexample.txt and trace.json")
+    p.add_argument("--progress", action="store_true", help="show progress on stderr even when it is not a terminal")
+    p.add_argument("--model", choices=("fast", "reference"), default="fast",
+                   help="fast (default): compact states stepped by the core on a window; reference: whole "
+                        "RunStates (slow; for cross-checking)")
+    p.add_argument("--mutants", action="store_true",
+                   help="run the must-fail corpus: every broken variant must yield a short counterexample")
+    p.add_argument("--variant", metavar="NAME",
+                   help="explore a broken variant of the must-fail corpus instead of the core (see --mutants)")
+    p.add_argument("--update-expected", action="store_true",
+                   help="write the figures found as the expected ones into the bounds file")
+    p.add_argument("--crosscheck", action="store_true",
+                   help="check the checker at these bounds (use small ones): the fast model against whole "
+                        "RunStates, and deduplicated exploration against every history separately")
+    p.add_argument("--count-orbits", action="store_true",
+                   help="also count the states before symmetry reduction")
+    p.set_defaults(handler=handle)
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    from .checker.bounds import BoundsError, apply_overrides, load_bounds
+
+    try:
+        bounds = apply_overrides(load_bounds(args.bounds), args.bound)
+        scopes = [bounds.scope(n) for n in args.scope] if args.scope else list(bounds.scopes.values())
+    except BoundsError as exc:
+        raise UsageError(str(exc)) from None
+    return bounds, scopes
+
+
+class _Progress:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.last = 0
+
+    def __call__(self, p: Any) -> None:
+        if not self.enabled or (p.seconds < 2.0 and p.frontier):
+            return
+        rate = p.states / p.seconds if p.seconds else 0
+        line = (f"\r[{p.scope}] {p.states:,} states  {p.transitions:,} transitions  depth {p.depth}  "
+                f"{rate:,.0f} states/s  {p.seconds:.1f}s")
+        sys.stderr.write(line.ljust(self.last))
+        self.last = len(line)
+        if not p.frontier:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.mutants:
+        return _mutants(args)
+    if args.crosscheck:
+        return _crosscheck(args)
+    from .checker.counterexample import counterexample_json, lift
+    from .checker.explain import explain
+    from .checker.explore import explore
+    from .checker.semantics import CORE
+
+    bounds, scopes = _load(args)
+    sem = CORE
+    if args.variant:
+        from .checker.mutants import by_name
+
+        sem = by_name(args.variant).semantics
+        if not sem.local and args.model == "fast":
+            args.model = "reference"  # the variant reaches outside the fast model's window
+    if args.update_expected and (args.bound or args.model != "fast" or args.variant):
+        raise UsageError("--update-expected records the committed bounds with the core and the fast model: "
+                         "drop --bound/--model/--variant")
+    prog = _Progress(args.progress or sys.stderr.isatty())
+    results = []
+    for scope in scopes:
+        results.append(explore(bounds, scope, sem, model=args.model, progress=prog, count_orbits=args.count_orbits))
+    spec = load_spec()
+    spec_ids = [t.id for t in spec.transitions]
+    coverage: Counter[str] = Counter()
+    codes: Counter[str] = Counter()
+    stops: Counter[str] = Counter()
+    for ex in results:
+        coverage.update(ex.coverage)
+        codes.update(ex.codes)
+        stops.update(ex.stop_reasons)
+    unreached = [t for t in spec_ids if not coverage.get(t)]
+    bad = next((ex for ex in results if ex.violation is not None), None)
+    cx = lifted = None
+    crash_text = None
+    if bad is not None and bad.violation is not None and bad.violation.crashed:
+        v = bad.violation
+        crash_text = (f"The step after {' '.join(t for _, _, t in v.path[:-1])} raises: {v.crashed}\n"
+                      f"(a core that raises is a failure of its own; the path is not lifted)\n")
+        cx = {"format": "loopspec-crash/1", "path": [t for _, _, t in v.path], "error": v.crashed,
+              "trace": {"path": [t for _, _, t in v.path[:-1]], "failed": None}}
+    elif bad is not None and bad.violation is not None:
+        v = bad.violation
+        lifted = lift(bounds, bad.scope, sem, v.path, v.last_key, v.invariants)
+        cx = counterexample_json(lifted)
+    expected_diffs = []
+    for ex in results:
+        exp = ex.scope.expected
+        got = _figures(ex)
+        if exp and not args.bound and args.model == "fast" and ex.complete and sem is CORE:
+            for k, v in got.items():
+                if k in exp and exp[k] != v:
+                    expected_diffs.append(f"{ex.scope.name}.{k}: expected {exp[k]}, found {v}")
+    report: dict[str, Json] = {
+        "format": "loopspec-verify/1",
+        "semantics": sem.name,
+        "bounds": bounds.path,
+        "overrides": list(args.bound),
+        "scopes": [ex.to_json() for ex in results],
+        "coverage": {"transitions": {t: coverage.get(t, 0) for t in spec_ids}},
+        "unreached": unreached,
+        "answers": {c: codes.get(c, 0) for c in ["ok", "ok (replay)", *(c.id for c in spec.codes)]},
+        "stop_reasons": {r.id: stops.get(r.id, 0) for r in spec.stop_reasons},
+        "violation": cx,
+        "expected_differs": expected_diffs,
+        "passed": bad is None and not unreached,
+    }
+    if args.out:
+        _write_out(Path(args.out), report, coverage, spec_ids, results, cx,
+                   explain(lifted) if lifted else crash_text)
+    if args.update_expected and bad is None:
+        from .checker.bounds import default_bounds_path, update_expected
+
+        path = Path(args.bounds) if args.bounds else default_bounds_path()
+        write_atomic(path, update_expected(path, {ex.scope.name: _figures(ex) for ex in results}))
+        print(f"updated the expected figures in {path}", file=sys.stderr)
+        expected_diffs = []
+    if args.format == "json":
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        _text(report, results, unreached, expected_diffs, explain(lifted) if lifted else crash_text)
+    if expected_diffs:
+        print("loopspec verify: the figures differ from [scope.*.expected] in the bounds file; if the change is "
+              "intended, run `loopspec verify --update-expected` and commit it", file=sys.stderr)
+    return EXIT_OK if report["passed"] else EXIT_FOUND
+
+
+def _figures(ex: Any) -> dict[str, int]:
+    return {"states": ex.states, "transitions": ex.transitions, "depth": ex.depth}
+
+
+def _write_out(out: Path, report: dict[str, Json], coverage: Counter[str], spec_ids: list[str], results: list[Any],
+               cx: dict[str, Json] | None, text: str | None) -> None:
+    write_atomic(out / "verify.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    cov = {"transitions": {t: coverage.get(t, 0) for t in spec_ids}, "runs": sum(ex.states for ex in results)}
+    write_atomic(out / "coverage.json", json.dumps(cov, indent=2) + "\n")
+    for ex in results:
+        c = {"transitions": {t: ex.coverage.get(t, 0) for t in spec_ids}, "runs": ex.states}
+        write_atomic(out / f"coverage-{ex.scope.name}.json", json.dumps(c, indent=2) + "\n")
+    if cx is not None:
+        write_atomic(out / "counterexample.json", json.dumps(cx, indent=2, ensure_ascii=False) + "\n")
+        write_atomic(out / "trace.json", json.dumps(cx["trace"], indent=2) + "\n")
+        if text is not None:
+            write_atomic(out / "counterexample.txt", text)
+
+
+def _text(report: dict[str, Json], results: list[Any], unreached: list[str], diffs: list[str], cx_text: str | None) -> None:
+    color = use_color()
+    rows = []
+    for ex in results:
+        rows.append([
+            ex.scope.name, str(ex.configs), f"{ex.states:,}", f"{ex.transitions:,}", str(ex.depth),
+            f"{ex.seconds:.1f}s", f"{ex.states_per_second:,.0f}",
+            f"{ex.orbit_states:,}" if ex.orbit_states else "-",
+            paint("complete", "32", color) if ex.complete else paint("VIOLATION", "31;1", color),
+        ])
+    print(table(["scope", "configs", "states", "transitions", "depth", "time", "states/s", "before symmetry",
+                 "result"], rows))
+    cov = report["coverage"]["transitions"]
+    reached = sum(1 for v in cov.values() if v)
+    stopped = any(not ex.complete for ex in results)
+    what = "not reached before the search stopped" if stopped else "never reached within the bounds"
+    print(f"\ntransitions reached: {reached}/{len(cov)}" + ("" if not unreached else
+          paint(f"  {what}: {', '.join(unreached)}", "31;1", color)))
+    for kind, counts in (("answer codes", report["answers"]), ("stop reasons", report["stop_reasons"])):
+        missing = [k for k, v in counts.items() if not v]
+        print(f"{kind} reached: {len(counts) - len(missing)}/{len(counts)}"
+              + (f"  (not reached: {', '.join(missing)})" if missing else ""))
+    for d in diffs:
+        print(f"expected figures differ: {d}")
+    if cx_text:
+        print()
+        print(cx_text, end="")
+    verdict = "all invariants hold in every state within the bounds" if report["passed"] else (
+        "a counterexample was found" if report["violation"] else "some spec transitions are never reached")
+    print(f"\n{paint('PASS', '32;1', color) if report['passed'] else paint('FAIL', '31;1', color)}: {verdict}")
+
+
+def _mutants(args: argparse.Namespace) -> int:
+    from .checker.counterexample import counterexample_json
+    from .checker.explain import explain
+    from .checker.mutants import MUTANTS, SURVIVORS, check_mutant
+
+    bounds, _ = _load(args)
+    color = use_color()
+    rows = []
+    failures = []
+    summaries = []
+    for mt in MUTANTS + SURVIVORS:
+        must = mt in MUTANTS
+        r = check_mutant(mt, bounds)
+        s = r.summary()
+        summaries.append(s)
+        lf = r.lifted
+        ok = (lf is not None and lf.calls <= 4) if must else lf is None
+        if not ok:
+            failures.append(mt.semantics.name)
+        rows.append([
+            mt.semantics.name, mt.scope, "must fail" if must else "survivor (spec gap)",
+            "caught" if lf is not None else "not caught", str(lf.calls) if lf else "-", str(len(lf.steps)) if lf else "-",
+            ", ".join(lf.violated) if lf else "-",
+            paint("ok", "32", color) if ok else paint("UNEXPECTED", "31;1", color),
+        ])
+        if args.out and lf is not None:
+            out = Path(args.out) / "mutants"
+            write_atomic(out / f"{mt.semantics.name}.json", json.dumps(counterexample_json(lf), indent=2) + "\n")
+            write_atomic(out / f"{mt.semantics.name}.txt", explain(lf))
+    if args.format == "json":
+        print(json.dumps({"format": "loopspec-verify-mutants/1", "mutants": summaries, "unexpected": failures}, indent=2))
+    else:
+        print(table(["variant", "scope", "kind", "result", "calls", "steps", "violated", "verdict"], rows))
+        print(f"\n{len(MUTANTS)} must-fail variants, {len(SURVIVORS)} known survivors; unexpected: "
+              f"{', '.join(failures) if failures else 'none'}")
+    return EXIT_FOUND if failures else EXIT_OK
+
+
+def _crosscheck(args: argparse.Namespace) -> int:
+    from .checker.crosscheck import fast_vs_reference, tree_vs_dedup
+    from .checker.semantics import CORE
+
+    bounds, scopes = _load(args)
+    sem = CORE
+    if args.variant:
+        from .checker.mutants import by_name
+
+        sem = by_name(args.variant).semantics
+    problems: dict[str, list[str]] = {}
+    for scope in scopes:
+        checks = [("tree-vs-dedup", tree_vs_dedup)]
+        if sem.local:
+            checks.insert(0, ("fast-vs-reference", fast_vs_reference))
+        for name, fn in checks:
+            try:
+                diffs = fn(bounds, scope, sem)
+            except RuntimeError as exc:
+                raise UsageError(f"{exc} (e.g. --bound {scope.name}.calls=2)") from None
+            problems[f"{scope.name}/{name}"] = diffs
+            print(f"{scope.name:8} {name:18} {'agree' if not diffs else 'DIFFER'}")
+            for d in diffs:
+                print(f"  {d}")
+    if args.format == "json":
+        print(json.dumps({"format": "loopspec-verify-crosscheck/1", "semantics": sem.name, "problems": problems}, indent=2))
+    return EXIT_FOUND if any(problems.values()) else EXIT_OK

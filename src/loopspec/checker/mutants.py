@@ -1,0 +1,320 @@
+"""The must-fail corpus: deliberately broken decision cores the checker has to catch.
+
+Each mutant is a :class:`~loopspec.checker.semantics.Semantics` that replaces one or two guards or
+effect functions of the core with a plausible implementation bug. ``loopspec verify --mutants``
+(and ``tests/test_verify_mutants.py``) explores each and requires a counterexample of at most
+four calls breaking the invariant the mutant is meant to break; the counterexamples' summaries
+are kept as golden data and regenerated with
+
+    python -m loopspec.checker.mutants --overwrite tests/golden/verify_mutants.json
+
+:data:`SURVIVORS` are variants that break a rule of SPEC.md that no invariant of loop.toml checks:
+the checker *cannot* catch them, and a test keeps it that way until the spec gains an invariant
+(each is a finding about the spec, see its doc).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _core as core
+from .._core import Answer, Binding, Execution, RunState
+from .bounds import Bounds, load_bounds
+from .counterexample import Lifted, lift
+from .explore import Exploration, explore
+from .semantics import CORE, Semantics
+
+__all__ = ["MUTANTS", "SURVIVORS", "MutantResult", "check_mutant", "mutant"]
+
+Json = Any
+
+
+# --------------------------------------------------------------------------------------------
+# Building blocks
+# --------------------------------------------------------------------------------------------
+
+#: The core's own functions: a variant calls these, never ``loopspec._core.<name>``, which is the
+#: variant itself while it is installed in the engine.
+_ORIGINAL = CORE
+
+
+def _classify_ignoring_content(s: RunState) -> str:
+    """BUG: an id holding a stored result is a replay, whatever the call's content."""
+    r = s.current
+    b = s.bindings.get(r.call_id)  # type: ignore[arg-type]
+    if b is None:
+        return "fresh"
+    if b.success is not None:
+        return "replay"
+    key = core.content_key(r.name, r.arguments)  # type: ignore[arg-type]
+    return "conflict" if b.key != key else "unresolved"
+
+
+def _classify_ignoring_result(s: RunState) -> str:
+    """BUG: a stored result is never looked at, so a replay is treated as unresolved."""
+    c = s.binding_class()
+    return "unresolved" if c == "replay" else c
+
+
+def _binding_guards(classify: Callable[[RunState], str]) -> dict[str, Callable[[RunState], bool]]:
+    return {
+        "id_conflict": lambda s: classify(s) == "conflict",
+        "id_replay": lambda s: classify(s) == "replay",
+        "id_fresh": lambda s: classify(s) == "fresh",
+        "id_unresolved": lambda s: classify(s) == "unresolved",
+    }
+
+
+def _answer_failure_cached(s: RunState) -> Answer:
+    """BUG: the result cache stores whatever the tool produced, failures included."""
+    a = _ORIGINAL.fn("answer_failure")(s)
+    r = s.current
+    b = s.bindings.get(r.call_id)  # type: ignore[arg-type]
+    if b is not None:
+        b.success = (None,)
+        b.success_at = r.index
+    return a
+
+
+def _answer_error_first(s: RunState, code: str) -> Answer:
+    """BUG: error answers are reported before the others ("errors first")."""
+    r = s.current
+    a = Answer(r.index, r.round, core.answer_id(r.call_id), "error", code=code)
+    s.answers.insert(0, a)
+    s.rejections += 1
+    return a
+
+
+def _begin_execution_principal_from_arguments(s: RunState) -> Execution:
+    """BUG: the tool runs as the user named in the arguments, when there is one."""
+    ex = _ORIGINAL.fn("begin_execution")(s)
+    args = s.current.arguments
+    if isinstance(args, dict) and isinstance(args.get("user"), str):
+        ex.principal = args["user"]
+    return ex
+
+
+def _terminate_dropping_results(s: RunState, stop_reason: str, status: str, *, escalated: bool = False) -> None:
+    """BUG: an abort throws away the answers given so far."""
+    _ORIGINAL.fn("terminate")(s, stop_reason, status, escalated=escalated)
+    if escalated:
+        s.answers.clear()
+
+
+def _terminate_truncation_as_completed(s: RunState, stop_reason: str, status: str, *, escalated: bool = False) -> None:
+    """BUG: a run stopped by a limit is reported as completed."""
+    _ORIGINAL.fn("terminate")(s, stop_reason, "COMPLETED" if status == "TRUNCATED" else status, escalated=escalated)
+
+
+def _answer_failure_with_detail(s: RunState) -> Answer:
+    """BUG: a failure answer carries the exception text."""
+    r = s.current
+    assert s.outcome is not None and s.outcome.category is not None
+    a = Answer(r.index, r.round, core.answer_id(r.call_id), "error", output="Traceback (most recent call last): ...",
+               code=s.outcome.category, executed=True)
+    s.answers.append(a)
+    return a
+
+
+def _answer_error_rebinding(s: RunState, code: str) -> Answer:
+    """BUG: a conflicting call takes the id over (the binding follows the latest content)."""
+    if code == "ID_CONFLICT":
+        r = s.current
+        assert isinstance(r.call_id, str) and isinstance(r.name, str) and isinstance(r.arguments, dict)
+        s.bindings[r.call_id] = Binding(r.name, core.content_key(r.name, r.arguments), r.index)
+    return _ORIGINAL.fn("answer_error")(s, code)
+
+
+def _begin_retry_as_execution(s: RunState) -> None:
+    """BUG: a retry starts a new execution instead of a new attempt of the same one."""
+    old = s.executions[-1]
+    s.executions.append(Execution(old.request, old.tool, old.principal, len(s.executions) + 1))
+    s.per_tool[old.tool] = s.per_tool.get(old.tool, 0) + 1
+    s.outcome = None
+
+
+def _lim(s: RunState) -> int | None:
+    return s.config.limits.max_executions
+
+
+# --------------------------------------------------------------------------------------------
+# The corpus
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mutant:
+    semantics: Semantics
+    scope: str  # the scope whose bound it is checked in
+
+
+def mutant(name: str, doc: str, scope: str, *, guards: dict[str, Any] | None = None,
+           functions: dict[str, Any] | None = None, rules: Sequence[str] = (), breaks: Sequence[str] = (),
+           local: bool = True) -> Mutant:
+    return Mutant(CORE.variant(name, doc, guards=guards, functions=functions, rules=rules, breaks=breaks,
+                               local=local), scope)
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    mutant("budget-after-execution",
+           "The execution budget is checked after the tool was entered, where it can no longer stop the "
+           "side effect: the start check always admits.",
+           "batch", guards={"budget_left": lambda s: True}, rules=("R9",), breaks=("INV-EXEC-BUDGET",)),
+    mutant("budget-off-by-one",
+           "The budget check compares with <= instead of <: one execution more than max_executions.",
+           "batch", guards={"budget_left": lambda s: _lim(s) is None or s.executed <= _lim(s)},  # type: ignore[operator]
+           rules=("R9",), breaks=("INV-EXEC-BUDGET",)),
+    mutant("conflict-reuses-result",
+           "An id that holds a stored result is a replay whatever the call's content: a conflicting call "
+           "gets the stored result.",
+           "batch", guards=_binding_guards(_classify_ignoring_content), rules=("R7",),
+           breaks=("INV-CONFLICT-NO-REUSE",)),
+    mutant("replay-re-executes",
+           "The stored result is never consulted: a replay executes the tool again.",
+           "batch", guards=_binding_guards(_classify_ignoring_result), rules=("R6",), breaks=("INV-REPLAY-NO-EXEC",)),
+    mutant("failure-cached",
+           "The result cache stores failures too: the same call after a failure is 'replayed'.",
+           "batch", functions={"answer_failure": _answer_failure_cached}, rules=("R10",),
+           breaks=("INV-NO-CACHED-FAILURE",)),
+    mutant("results-out-of-order",
+           "Error answers are put first in the results ('errors first').",
+           "batch", functions={"answer_error": _answer_error_first}, rules=("R11",),
+           breaks=("INV-ONE-ANSWER-IN-ORDER",), local=False),
+    mutant("unknown-tool-executed",
+           "The allow-list is not consulted: any named tool passes check 3 (and has no schema to fail). "
+           "The id is bound to a call that failed R3 (INV-BINDING-STABLE) before it executes "
+           "(INV-CHECKED-BEFORE-EXEC).",
+           "batch", guards={
+               "allow_listed": lambda s: isinstance(s.current.name, str),
+               "arguments_valid": lambda s: s.current.name not in s.config.schemas or core._arguments_valid(s),
+           }, rules=("R3",), breaks=("INV-BINDING-STABLE",)),
+    mutant("principal-from-arguments",
+           "The tool runs as the user named in the call's arguments instead of the run's principal.",
+           "batch", functions={"begin_execution": _begin_execution_principal_from_arguments}, rules=("R16",),
+           breaks=("INV-TRUSTED-PRINCIPAL",)),
+    mutant("abort-loses-results",
+           "An abort throws away the answers of the requests before the aborting one.",
+           "batch", functions={"terminate": _terminate_dropping_results}, rules=("R13",),
+           breaks=("INV-ABORT-PREFIX",), local=False),
+    mutant("truncation-reported-complete",
+           "A run stopped by a limit is recorded as COMPLETED, so its coverage reads COMPLETE.",
+           "batch", functions={"terminate": _terminate_truncation_as_completed}, rules=("R20", "R22"),
+           breaks=("INV-PARTIAL-COVERAGE",)),
+    mutant("error-detail-leaks",
+           "A failure answer carries the exception text.",
+           "batch", functions={"answer_failure": _answer_failure_with_detail}, rules=("R15",),
+           breaks=("INV-SAFE-ERRORS",)),
+    mutant("conflict-rebinds-id",
+           "A conflicting call takes the id over: the binding follows the latest content.",
+           "batch", functions={"answer_error": _answer_error_rebinding}, rules=("R5", "R7"),
+           breaks=("INV-BINDING-STABLE",)),
+    mutant("retry-starts-execution",
+           "A retry of a temporary failure starts a new execution instead of a new attempt.",
+           "loop", functions={"begin_retry": _begin_retry_as_execution}, rules=("R23",),
+           breaks=("INV-EXEC-ACCOUNTING",)),
+    mutant("authorization-ignored",
+           "The authorization hook's denial is not consulted before the execution.",
+           "loop", guards={"authorized": lambda s: True}, rules=("R24",), breaks=("INV-CHECKED-BEFORE-EXEC",)),
+    mutant("request-limit-off-by-one",
+           "The request limit compares with <=: one request more than max_requests is admitted, and "
+           "its id is bound although R5 binds only admitted requests (INV-BINDING-STABLE).",
+           "loop", guards={"request_admitted": lambda s: s.config.limits.max_requests is None
+                           or s.current.index <= s.config.limits.max_requests}, rules=("R19",),
+           breaks=("INV-BINDING-STABLE",)),
+)
+
+#: Variants that break a MUST of SPEC.md which no invariant of loop.toml checks. The checker
+#: explores them exhaustively at the default bound and finds nothing: each is a gap in the spec.
+SURVIVORS: tuple[Mutant, ...] = (
+    mutant("deadline-ignored",
+           "The deadline is never read. R19 says it is checked before each model request and each "
+           "execution, but no invariant relates executions or requests to the clock.",
+           "loop", guards={"deadline_passed": lambda s: False}, rules=("R19",)),
+    mutant("abort-mode-continues",
+           "Abort mode never aborts: violations and failures become error answers. R13 says the first "
+           "violation ends the run, but INV-ABORT-PREFIX only constrains runs that did end by escalation.",
+           "batch", guards={"escalates_violation": lambda s: False, "escalates_failure": lambda s: False},
+           rules=("R13",)),
+    mutant("failed-call-refused",
+           "A call whose id failed before is refused (answered ID_CONFLICT) instead of executed again. "
+           "R10 says it executes again if the budget allows; no invariant requires that.",
+           "batch", guards={"id_conflict": lambda s: s.binding_class() in ("conflict", "unresolved"),
+                            "id_unresolved": lambda s: False},
+           rules=("R10",)),
+)
+
+
+def by_name(name: str) -> Mutant:
+    for mt in MUTANTS + SURVIVORS:
+        if mt.semantics.name == name:
+            return mt
+    from ..cli import UsageError
+
+    raise UsageError(f"no variant {name!r}; the corpus has: {', '.join(m.semantics.name for m in MUTANTS + SURVIVORS)}")
+
+
+@dataclass
+class MutantResult:
+    mutant: Mutant
+    exploration: Exploration
+    lifted: Lifted | None
+
+    def summary(self) -> dict[str, Json]:
+        m = self.mutant.semantics
+        if self.lifted is None:
+            return {"mutant": m.name, "scope": self.mutant.scope, "caught": False,
+                    "states": self.exploration.states}
+        lf = self.lifted
+        return {
+            "mutant": m.name,
+            "scope": self.mutant.scope,
+            "caught": True,
+            "calls": lf.calls,
+            "steps": len(lf.steps),
+            "violated": sorted(lf.violated),
+            "path": lf.path,
+            "config": lf.config.label,
+        }
+
+
+def check_mutant(mt: Mutant, bounds: Bounds | None = None, *, model: str | None = None) -> MutantResult:
+    """Explore ``mt`` in its scope; lift the counterexample (if any) to concrete core steps."""
+    bounds = bounds or load_bounds()
+    scope = bounds.scope(mt.scope)
+    kind = model or ("fast" if mt.semantics.local else "reference")
+    ex = explore(bounds, scope, mt.semantics, model=kind)
+    lf = None
+    if ex.violation is not None and not ex.violation.crashed:
+        v = ex.violation
+        lf = lift(bounds, scope, mt.semantics, v.path, v.last_key, v.invariants)
+    return MutantResult(mt, ex, lf)
+
+
+def corpus_summaries(bounds: Bounds | None = None) -> dict[str, Json]:
+    bounds = bounds or load_bounds()
+    out: dict[str, Json] = {}
+    for mt in MUTANTS:
+        r = check_mutant(mt, bounds)
+        out[mt.semantics.name] = r.summary()
+    return out
+
+
+def main(argv: Sequence[str]) -> int:  # pragma: no cover - maintenance entry point
+    if len(argv) != 2 or argv[0] != "--overwrite":
+        print("usage: python -m loopspec.checker.mutants --overwrite GOLDEN.json", file=sys.stderr)
+        return 2
+    from .._text import write_atomic
+
+    data = {"format": "loopspec-verify-mutants/1", "bounds": "spec/bounds.toml", "mutants": corpus_summaries()}
+    write_atomic(argv[1], json.dumps(data, indent=2) + "\n")
+    print(f"wrote {argv[1]} ({len(data['mutants'])} mutants)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))
+

@@ -1,0 +1,119 @@
+"""The bounds file of loopspec verify: parsing, overrides, the committed expected figures, and the
+default bound itself (every invariant holds; every spec transition reached)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from loopspec._spec import load_spec
+from loopspec.checker.bounds import (
+    BoundsError,
+    apply_overrides,
+    default_bounds_path,
+    load_bounds,
+    parse_bounds,
+    update_expected,
+)
+from loopspec.checker.universe import Universe
+from loopspec.cli import main
+
+UPDATE = "loopspec verify --update-expected"
+
+
+def raw() -> dict:
+    return tomllib.loads(default_bounds_path().read_text())
+
+
+def test_default_bounds_meet_the_brief() -> None:
+    """At least 6 calls, 3 ids, 3 tool names (allow-listed and not), 2 values, budgets 0..3, both
+    modes, every failure category; the loop scope adds rounds, finals, model errors, the deadline,
+    authorization, retries, limits and cancellation."""
+    b = load_bounds()
+    batch = b.scope("batch")
+    assert batch.calls >= 6 and batch.ids >= 3 and len(b.values) == 2
+    assert len(b.tools) >= 3 and any(not t.allow_listed for t in b.tools)
+    assert set(batch.budgets) >= {0, 1, 2, 3} and set(batch.modes) == {"abort", "continue"}
+    assert len(batch.failures) == 3
+    loop = b.scope("loop")
+    assert loop.cancel and loop.authorize and loop.model_error and loop.final and loop.deadline
+    assert loop.max_retries >= 1 and loop.max_requests is not None and loop.calls > loop.max_requests
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("scope", "batch", "calls"), "six", "scope.batch.calls"),
+    (("scope", "batch", "modes"), ["abort", "sometimes"], "scope.batch.modes"),
+    (("scope", "batch", "deadline"), 3.0, "a batch has no such setting"),
+    (("scope", "loop", "max_rounds"), None, "finite max_rounds"),
+    (("values",), ["svc-trusted", "x"], "principal must differ"),
+    (("scope", "loop", "surprise"), 1, "unknown field"),
+])
+def test_bad_bounds_are_rejected_naming_the_field(path: tuple[str, ...], value: object, message: str) -> None:
+    doc = raw()
+    node = doc
+    for k in path[:-1]:
+        node = node[k]
+    if value is None:
+        node.pop(path[-1], None)
+    else:
+        node[path[-1]] = value
+    with pytest.raises(BoundsError, match=message):
+        parse_bounds(doc, "bounds.toml")
+
+
+def test_overrides_change_one_scope_and_drop_its_expected_figures() -> None:
+    b = apply_overrides(load_bounds(), ["batch.calls=2", "loop.budgets=[1]"])
+    assert b.scope("batch").calls == 2 and b.scope("batch").expected == {}
+    assert b.scope("loop").budgets == (1,)
+    with pytest.raises(BoundsError, match=r"SCOPE\.FIELD=VALUE"):
+        apply_overrides(load_bounds(), ["calls=2"])
+    with pytest.raises(BoundsError, match="no scope"):
+        apply_overrides(load_bounds(), ["nope.calls=2"])
+
+
+def test_update_expected_rewrites_only_the_expected_tables(tmp_path: Path) -> None:
+    p = tmp_path / "bounds.toml"
+    p.write_text(default_bounds_path().read_text())
+    text = update_expected(p, {"batch": {"states": 1, "transitions": 2, "depth": 3}})
+    doc = tomllib.loads(text)
+    assert doc["scope"]["batch"]["expected"] == {"states": 1, "transitions": 2, "depth": 3}
+    assert doc["scope"]["loop"]["expected"] == raw()["scope"]["loop"]["expected"]
+    assert doc["scope"]["batch"]["calls"] == raw()["scope"]["batch"]["calls"]
+
+
+def test_universe_alphabet_is_closed_under_the_symmetries() -> None:
+    """Every call with an id exists for every id, every call with a value for every value."""
+    b = load_bounds()
+    U = Universe.build(b, b.scope("batch"))
+    labels = set(U.calls)
+    for lab in labels:
+        for cid in U.ids:
+            if lab.startswith(f"{cid}:"):
+                for other in U.ids:
+                    assert lab.replace(f"{cid}:", f"{other}:", 1) in labels
+        for v, w in ((b.values[0], b.values[1]), (b.values[1], b.values[0])):
+            if f"({v})" in lab:
+                assert lab.replace(f"({v})", f"({w})") in labels
+
+
+def test_loopspec_verify_exhausts_the_default_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`loopspec verify` at the default bound: exit 0, no invariant breaks, every spec transition is
+    reached, and the figures are the ones committed in spec/bounds.toml (a change to the spec, the
+    core or the checker shows up here)."""
+    rc = main(["verify", "--format", "json", "--out", str(tmp_path)])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["passed"] and report["violation"] is None and report["unreached"] == []
+    assert set(report["coverage"]["transitions"]) == {t.id for t in load_spec().transitions}
+    assert all(report["coverage"]["transitions"].values())
+    assert all(report["answers"].values()) and all(report["stop_reasons"].values())  # every code, every reason
+    b = load_bounds()
+    for sc in report["scopes"]:
+        exp = b.scope(sc["scope"]).expected
+        got = {"states": sc["states"], "transitions": sc["transitions"], "depth": sc["depth"]}
+        assert sc["complete"]
+        assert got == exp, (f"scope {sc['scope']}: explored {got}, spec/bounds.toml expects {exp}. If the change "
+                            f"is intended, run `{UPDATE}` and commit spec/bounds.toml with it.")
+    assert json.loads((tmp_path / "coverage.json").read_text())["transitions"] == report["coverage"]["transitions"]
