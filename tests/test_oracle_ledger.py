@@ -201,7 +201,7 @@ def test_cancelled_run_and_late_result_conform() -> None:
     assert verdicts(evs) == [("conforms", None, None)]
     late = [e for e in evs if e["type"] == "late_result_discarded"]
     if late:
-        twice = evs + [{**late[0], "seq": evs[-1]["seq"] + 1}]
+        twice = [*evs, {**late[0], "seq": evs[-1]["seq"] + 1}]
         assert verdicts(twice) == [("conforms", None, None), ("violates", "R26", "late-result-unexplained")]
 
 

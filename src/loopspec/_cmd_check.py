@@ -183,7 +183,6 @@ def write_diagram(out_dir: Path, rec: RunRecord, spec_file: str | None = None) -
     """Draw ``rec``'s path on the spec machine: path.json plus the overlaid machine (dot, mmd, md, svg)."""
     import graphviz
 
-    from ._cmd_diagram import EXTENSION, PNG_DPI, _readable, _write_bytes_atomic  # noqa: F401
     from ._judge import default_spec
     from ._spec import load_rules
     from ._text import write_atomic
@@ -208,8 +207,7 @@ def write_diagram(out_dir: Path, rec: RunRecord, spec_file: str | None = None) -
         data = graphviz.pipe("dot", "svg", machine_dot(machine, ov).encode("utf-8"), quiet=True)
     except (graphviz.ExecutableNotFound, graphviz.CalledProcessError):
         return written
-    _write_bytes_atomic(d / "machine-trace.svg", data)
-    _readable(d / "machine-trace.svg")
+    write_atomic(d / "machine-trace.svg", data)
     written.append(d / "machine-trace.svg")
     return written
 
