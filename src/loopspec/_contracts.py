@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from ._core import (
     Limits,
+    blank,
+    well_formed,
     Outcome,
     RunConfig,
     RunState,
@@ -56,6 +58,16 @@ def batch_summary(
 
     s = drive(RunState(cfg), lambda s: calls, outcome, on_step=check)
     return s.executed, len(s.answers), s.replays, violations
+
+
+def well_formed_call(call_id: str | int | None, name: str | None, arguments: dict[str, int] | str | None) -> bool:
+    """R2 on the shapes a model actually sends (CrossHair cannot explore ``object`` soundly).
+
+    post: implies(__return__, isinstance(call_id, str) and not blank(call_id))
+    post: implies(__return__, isinstance(name, str) and isinstance(arguments, dict))
+    post: implies(isinstance(call_id, str) and not blank(call_id) and isinstance(name, str) and isinstance(arguments, dict), __return__)
+    """
+    return well_formed(call_id, name, arguments)
 
 
 def implies(a: bool, b: bool) -> bool:
