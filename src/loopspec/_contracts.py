@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from ._core import (
     Limits,
-    blank,
-    well_formed,
     Outcome,
     RunConfig,
     RunState,
     ToolSchema,
+    blank,  # noqa: F401 - read by the docstring contracts (CrossHair evaluates them here)
     drive,
     violated_invariants,
+    well_formed,
 )
 
 _IDS = ("a", "b", "c")
