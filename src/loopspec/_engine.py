@@ -530,6 +530,7 @@ class _Run:
                     for n, t in self.tools.items()
                 ],
                 "specVersion": self.spec.version,
+                "recordArguments": self.record_arguments,
             },
         )
         while True:
