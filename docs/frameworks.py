@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from loopspec._text import write_atomic  # noqa: E402
 from loopspec.frameworks import FRAMEWORKS, PACKAGES  # noqa: E402
 
 
@@ -36,6 +37,8 @@ def main() -> int:
     args = ap.parse_args()
     build = ROOT / "build" / "frameworks"
     sections = []
+    summary = ["| framework | version | mode | conforms | design choices | deviations | seconds |",
+               "|---|---|---|---|---|---|---|"]
     for name in args.names:
         try:
             ver = version(PACKAGES[name])
@@ -59,14 +62,19 @@ def main() -> int:
             body = body.replace(str(ROOT) + "/", "")
             sections.append(f"## {name} {ver} — {mode} mode\n\nCampaigns (profile + strict): {dt:.0f} s.\n"
                             + body.replace("\n## ", "\n### ").replace("\n### R", "\n#### R"))
-            print(f"{name} {mode}: {sum(r['status'] == 'deviates' for r in data['rules'])} deviation(s), "
-                  f"{sum(r['status'] == 'design-choice' for r in data['rules'])} design choice(s), {dt:.0f} s",
+            n = {k: sum(r["status"] == k for r in data["rules"]) for k in ("conforms", "design-choice", "deviates")}
+            dev = ", ".join(r["rule"] for r in data["rules"] if r["status"] == "deviates") or "none"
+            summary.append(f"| {name} | {ver} | {mode} | {n['conforms']} | {n['design-choice']} | "
+                           f"{n['deviates']} ({dev}) | {dt:.0f} |")
+            print(f"{name} {mode}: {n['deviates']} deviation(s), {n['design-choice']} design choice(s), {dt:.0f} s",
                   file=sys.stderr)
     head = f"""# loopspec against real agent frameworks
 
 Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples {args.examples} --seed {args.seed}`
-(see the script; CI installs the same versions with `pip install -e '.[frameworks]'`). Everything below is what
-the runs showed, nothing else.
+with the framework versions listed below: the versions CI installs (`.ci/frameworks-constraints.txt`, also the
+lower bounds of the `frameworks` extra in pyproject.toml) and fuzzes in smaller campaigns
+(tests/test_frameworks_fuzz.py).
+Everything below is what the runs showed, nothing else.
 
 Each framework runs in process through its adapter (`src/loopspec/frameworks/`): a scripted model, the
 framework's own tool-calling path, tools registered the framework's way whose bodies count every real
@@ -74,17 +82,23 @@ execution, no network. It is judged twice: under its **profile** (`spec/loop.tom
 framework's documented choices, SPEC.md section 4) and under the **strict** spec. Per rule:
 
 - **conforms**: no campaign found a divergence;
-- **design choice**: the strict campaign's shrunk counterexample conforms to the profile — the named
-  parameters explain it;
+- **design choice**: the strict campaign's shrunk counterexample for the rule conforms to the profile — the
+  named parameters, each alone, explain it (the first counterexample found decides which choice is named);
 - **deviates**: the framework does something its own documented profile does not allow (a bug, or a
   behaviour the profile does not describe yet).
 
 What a framework cannot express is not fuzzed and is listed in each adapter's docstring: proposals its
 message types cannot carry (e.g. a numeric call id), limits it has no equivalent for (`maxRequests`,
 per-tool limits, retries; the execution budget for the Agents SDK and LangGraph), and the `error-result`
-limit policy (every framework ends the run on a limit).
-"""
-    Path(args.out).write_text(head + "\n" + "\n".join(sections), encoding="utf-8")
+limit policy (every framework ends the run on a limit). The adapters run the tool calls of a response one at
+a time where the framework has a documented setting for it (pydantic-ai's
+`ToolManager.parallel_execution_mode('sequential')`, the Agents SDK's `max_function_tool_concurrency=1`);
+LangGraph's ToolNode has none and runs them concurrently, which its profile says.
+
+## Summary
+
+""" + "\n".join(summary) + "\n"
+    write_atomic(args.out, head + "\n" + "\n".join(sections))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -47,7 +47,7 @@ from ._core import (
     RunState,
     canonical_json,
 )
-from ._profiles import Params, params_for, transform_proposal
+from ._profiles import Params, Parser, params_for, set_aside
 from ._profiles import drive as profiled_drive
 from ._spec import Profile, Spec, load_rules, load_spec
 from ._text import compact
@@ -354,7 +354,12 @@ def describe_call(call: Json) -> str:
     cid = call.get("id")
     cid_s = "<no id>" if "id" not in call else (repr(cid) if isinstance(cid, str) else compact(cid, 14))
     name = call.get("name")
-    name_s = "<no name>" if "name" not in call else (name if isinstance(name, str) else compact(name, 20))
+    if "name" not in call:
+        name_s = "<no name>"
+    elif isinstance(name, str):  # a blank or padded name is shown quoted, so it stays visible
+        name_s = name if name and name.strip() == name else repr(name)
+    else:
+        name_s = compact(name, 20)
     args = compact(call["arguments"], 40) if "arguments" in call else "<no arguments>"
     return f"{cid_s} {name_s}({args})"
 
@@ -381,10 +386,18 @@ def wire_answer(a: Answer) -> dict[str, Json]:
     return {"id": a.call_id, "status": "error", "code": a.code}
 
 
-def let_clause(config_text: str, calls: Sequence[Json], *, limit: int = 12) -> str:
+def let_clause(config_text: str, calls: Sequence[Json], *, limit: int = 12,
+               aside: Sequence[bool] = ()) -> str:
+    """The proposal, each request with its index; ``aside``: calls the framework's parser set aside
+    under a profile (shown without an index: they are no requests)."""
     lines = [f"Let a batch with {config_text} propose"]
-    for i, c in enumerate(calls[:limit]):
-        lines.append(f"  #{i} {describe_call(c)}")
+    index = 0
+    for k, c in enumerate(calls[:limit]):
+        if k < len(aside) and aside[k]:
+            lines.append(f"  -- {describe_call(c)} (set aside by the framework's message parser: no request)")
+        else:
+            lines.append(f"  #{index} {describe_call(c)}")
+            index += 1
     if len(calls) > limit:
         lines.append(f"  … ({len(calls) - limit} more calls)")
     return "\n".join(lines) + "."
@@ -453,6 +466,10 @@ def spec_answer_text(spec: Spec, exp: Expected, calls: Sequence[Json], index: in
             kind = core.code_kind(code)
             t = _escalation_transition(spec, kind)
             how = (f"in {s.config.mode} mode" if kind != "limit" else f"with the limit policy {s.config.on_limit}")
+            if index >= len(s.requests):  # only a profile ends a run before the request is taken up
+                return (f"ends the {what} before any call of its proposal runs: under the profile the framework "
+                        f"refuses the proposal there ({code}), so aborted = {{index: {index}, code: {code}}}", t,
+                        _why_code(s, calls, index, code))
             return (f"ends the {what}: it is answered {code}, which {how} ends it, so it gets no "
                     f"entry in results and aborted = {{index: {index}, code: {code}}}", t,
                     _why_code(s, calls, index, code))
@@ -1093,8 +1110,11 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
     cfg = parse_batch_config(trace.get("config"))
     calls = trace.get("calls")
     _need(isinstance(calls, list), "trace.calls", "must be a list")
+    raw, aside = calls, []
     if params is not None:  # what the framework's message parser hands on (dropped calls are no requests)
-        calls = transform_proposal(calls, params)
+        parser = Parser(params, tuple(cfg.schemas), finals=False)
+        calls = parser.calls(calls)
+        aside = set_aside(raw, parser.kept)
     execs, _models, response, perr = split_events(trace.get("events"))
     _need(response is not None or perr is not None, "trace.events",
           "must end with a response or a protocol-error event")
@@ -1150,7 +1170,7 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
     violated = observed_invariants(cfg.run_config(), calls, attributed, results or [], aborted_obs)
     v = Violation(
         rule=first.rule, kind=first.kind, index=first.index, expected=first.expected, observed=first.observed,
-        explanation=let_clause(cfg.describe(), calls) + "\n" + first.then,
+        explanation=let_clause(cfg.describe(), raw, aside=aside) + "\n" + first.then,
         invariant=None if first.rule.startswith("P") else pick_invariant(spec, first.rule, violated),
         invariants=violated,
         checked_by=_rules_by_id(spec).get(first.rule, ()),

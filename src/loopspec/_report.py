@@ -103,7 +103,7 @@ def render_report(data: Mapping[str, Json]) -> str:
         lines += ["## The profile's documented choices", "", "| parameter | value | meaning | source |", "|---|---|---|---|"]
         for c in data["profileChoices"]:
             meaning = spec.parameter(c["parameter"]).meaning[c["value"]]
-            lines.append(f"| `{c['parameter']}` | `{c['value']}` | {meaning} {c['note']} | [docs]({c['source']}) |")
+            lines.append(f"| `{c['parameter']}` | `{c['value']}` | {meaning} {c['note']} | [{'source' if 'github.com/' in c['source'] else 'docs'}]({c['source']}) |")
         lines.append("")
     counts = {s: sum(1 for r in data["rules"] if r["status"] == s) for s in _STATUS}
     lines += ["## Per rule", "",

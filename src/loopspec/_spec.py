@@ -155,6 +155,7 @@ class Parameter:
     values: tuple[str, ...]
     doc: str
     meaning: Mapping[str, str]
+    texts: tuple[str, ...] = ()  # the values a choice must give a text for (the framework's fixed wording)
 
     @property
     def default(self) -> str:
@@ -169,6 +170,7 @@ class Choice:
     value: str
     source: str
     note: str
+    text: str | None = None  # the framework's fixed text, for a value that needs one (Parameter.texts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +188,12 @@ class Profile:
             if c.parameter == parameter:
                 return c.value
         return spec.parameter(parameter).default
+
+    def text(self, parameter: str) -> str | None:
+        for c in self.choices:
+            if c.parameter == parameter:
+                return c.text
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -683,7 +691,10 @@ def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter,
         if not isinstance(meaning, dict) or set(meaning) != set(values) or not all(
                 isinstance(v, str) and v for v in meaning.values()):
             raise ctx.error("parameter", pid, "meaning", "a non-empty text for each value, and nothing else")
-        parameters.append(Parameter(pid, rules, values, _str(ctx, "parameter", e, "doc"), dict(meaning)))
+        texts = _strs(ctx, "parameter", e, "texts") if "texts" in e else ()
+        if not set(texts) <= set(values) - {values[0]}:
+            raise ctx.error("parameter", pid, "texts", "only non-default values of this parameter can need a text")
+        parameters.append(Parameter(pid, rules, values, _str(ctx, "parameter", e, "doc"), dict(meaning), texts))
     by_id = {p.id: p for p in parameters}
     profiles: list[Profile] = []
     for e in _entries(ctx, doc, "profile"):
@@ -713,7 +724,13 @@ def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter,
             note = c.get("note")
             if not isinstance(note, str) or not note:
                 raise ctx.error("profile", pid, f"{fld}.note", "missing or not a non-empty string")
-            choices.append(Choice(param, value, source, note))
+            text = c.get("text")
+            if value in by_id[param].texts:
+                if not isinstance(text, str) or not text:
+                    raise ctx.error("profile", pid, f"{fld}.text", f"{param} = {value} needs the framework's text")
+            elif text is not None:
+                raise ctx.error("profile", pid, f"{fld}.text", f"{param} = {value} takes no text")
+            choices.append(Choice(param, value, source, note, text))
         profiles.append(Profile(pid, _str(ctx, "profile", e, "framework"), _str(ctx, "profile", e, "tested"),
                                 _str(ctx, "profile", e, "doc"), tuple(choices)))
     return tuple(parameters), tuple(profiles)

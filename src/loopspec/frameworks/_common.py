@@ -108,6 +108,9 @@ class Run:
     final: str | None = None
     current: int = -1  # the round whose calls the framework is working on
     entered: set[int] = field(default_factory=set)  # requests whose tool body was entered
+    #: calls the framework's message parser set aside (by position in the proposals): they are not
+    #: requests, so a request index counts the calls before it that were not dropped
+    dropped: set[int] = field(default_factory=set)
 
     @property
     def requests(self) -> int:
@@ -164,9 +167,19 @@ class Run:
         """Every answer the framework gave, in request order (a request it never answered has none)."""
         return [self.answers[i] for i in range(self.requests if upto is None else upto) if i in self.answers]
 
+    def request_index(self, position: int) -> int:
+        """The request index of the call at this position of the proposals (dropped calls are no requests)."""
+        return position - sum(1 for d in self.dropped if d < position)
+
+    def round_positions(self, round_: int | None = None) -> range:
+        r = self.current if round_ is None else round_
+        return range(self.offsets[r], self.offsets[r] + len(self.proposals[r])) if r >= 0 else range(0)
+
     def outcome(self, status: str, stop_reason: str, aborted: tuple[int, str] | None = None) -> dict[str, Json]:
         upto = aborted[0] if aborted is not None else None
         results = self.results(upto)
+        if aborted is not None:
+            aborted = (self.request_index(aborted[0]), aborted[1])
         limit_answer = any(r.get("status") == "error" and CODE_TABLE.get(r.get("code", ""), ("",))[0] == "limit"
                            for r in results)
         return {
@@ -180,7 +193,8 @@ class Run:
 
     def batch_result(self, aborted: tuple[int, str] | None = None) -> dict[str, Json]:
         return {"results": self.results(aborted[0] if aborted else None), "executed": self.executed,
-                "aborted": None if aborted is None else {"index": aborted[0], "code": aborted[1]}}
+                "aborted": None if aborted is None else {"index": self.request_index(aborted[0]),
+                                                         "code": aborted[1]}}
 
 
 def batch_model(calls: list[Json]) -> ModelFn:

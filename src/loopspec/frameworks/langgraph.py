@@ -15,10 +15,18 @@
 * Mode: ``continue`` uses ``ToolNode(handle_tool_errors=True)`` (every failure becomes an error
   ``ToolMessage``); ``abort`` keeps the default, which answers invalid arguments and unknown tools with
   an error ``ToolMessage`` and re-raises tool failures (they end the run).
-* Answers are the ``ToolMessage``s the graph appends, matched to requests by ``tool_call_id`` (and
-  tool name) in order: ``status == "success"`` → ok with the content (the tool returns JSON text);
+* Answers are the ``ToolMessage``s the graph appends after the round's ``AIMessage``: ToolNode returns
+  one per tool call, in the order of ``tool_calls`` (call ids may repeat, so they are matched by
+  position): ``status == "success"`` → ok with the content (the tool returns JSON text);
   ``status == "error"`` → ``UNKNOWN_TOOL`` for a tool that is not registered, the tool's failure
-  category when its body failed, else ``INVALID_ARGUMENT``.
+  category when its body failed, else ``INVALID_ARGUMENT``. Calls in ``invalid_tool_calls`` are no
+  requests for LangGraph (``Run.dropped``).
+* An execution is attributed to its request through the ToolNode's documented interceptor
+  ``awrap_tool_call``, which only records the raw tool call it is about to run (a context variable the
+  tool body reads) and calls ``execute`` unchanged: ids may repeat in one message.
+* ToolNode runs the calls of a message concurrently (``asyncio.gather``), so a tool failure that ends
+  the run in abort mode does not stop the others; the graph then raises and the message's
+  ToolMessages are lost (profile ``tool_execution = concurrent``).
 * LangGraph has no execution, per-tool or request budget and does not retry a failed tool.
 """
 
@@ -26,6 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
+from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar
 
 from .._adapter import ModelFailure, ModelFn
@@ -98,7 +108,7 @@ class LangGraphExecutor(FrameworkExecutor):
         for name, schema in run.tools.items():
             def make(name: str = name) -> Any:
                 async def fn(tool_call_id: str, config: RunnableConfig, **kwargs: Any) -> str:
-                    i = _index(run, tool_call_id, name)
+                    i = _entering(run, _RUNNING.get(), tool_call_id, name)
                     principal = (config.get("configurable") or {}).get("principal")
                     return json.dumps(run.enter(i, tool_call_id, name, given(kwargs), principal))
                 return fn
@@ -116,14 +126,14 @@ class LangGraphExecutor(FrameworkExecutor):
         return tools
 
     def _read(self, run: Run, messages: list[Any]) -> None:
-        from langchain_core.messages import ToolMessage
+        """The ToolMessages after the last AIMessage: the answers of the current round, by position."""
+        from langchain_core.messages import AIMessage, ToolMessage
 
-        for m in messages:
-            if not isinstance(m, ToolMessage):
-                continue
-            i = _index(run, m.tool_call_id, m.name, answered=True)
-            if i is None:
-                continue
+        last = max((k for k, m in enumerate(messages) if isinstance(m, AIMessage)), default=-1)
+        answers = [m for m in messages[last + 1:] if isinstance(m, ToolMessage)]
+        if run.current < 0:
+            return
+        for i, m in zip(self._valid[run.current], answers, strict=False):
             cid = run.call(i).get("id")
             if m.status == "success":
                 try:
@@ -135,13 +145,24 @@ class LangGraphExecutor(FrameworkExecutor):
             else:
                 run.answer(i, error(cid, run.failed_at.get(i, "INVALID_ARGUMENT")))
 
+    def _propose(self, run: Run, calls: list[Json]) -> Any:
+        """Record the round and build its AIMessage; calls that cannot be ToolCalls are no requests."""
+        run.propose(calls)
+        off = run.offsets[-1]
+        valid = [off + j for j, c in enumerate(calls) if isinstance(c.get("arguments"), dict)]
+        self._valid.append(valid)
+        run.dropped.update(off + j for j in range(len(calls)) if off + j not in valid)
+        return self._message(calls)
+
     def run_loop(self, run: Run, params: dict[str, Json], model_next: ModelFn, *, batch: bool) -> dict[str, Json]:
         from langgraph.errors import GraphRecursionError
         from langgraph.prebuilt import ToolNode
 
         abort = params.get("mode", "continue") == "abort"
         tools = self._tools(run)
-        node = ToolNode(tools) if abort else ToolNode(tools, handle_tool_errors=True)
+        self._valid: list[list[int]] = []  # per round: the positions of the calls that are ToolCalls
+        node = (ToolNode(tools, awrap_tool_call=_observe) if abort
+                else ToolNode(tools, handle_tool_errors=True, awrap_tool_call=_observe))
         config: dict[str, Any] = {"configurable": {"principal": run.principal}}
         if batch:
             return self._batch(run, node, model_next, config)
@@ -151,12 +172,13 @@ class LangGraphExecutor(FrameworkExecutor):
         limits = params.get("limits") or {}
         rounds = limits.get("maxRounds")
         config["recursion_limit"] = 2 * rounds if rounds is not None else 10**6
-        try:
+        with warnings.catch_warnings():
+            # LangGraph 1.x points to langchain.agents.create_agent (another package); the prebuilt agent
+            # is still LangGraph's own ReAct loop, and the one the issue asks for
+            warnings.simplefilter("ignore")
             agent = create_react_agent(model, tools=node)
-        except TypeError:  # pragma: no cover - older signatures
-            agent = create_react_agent(model, node)
         try:
-            out = asyncio.run(agent.ainvoke({"messages": [("user", "go")]}, config))
+            out = _quietly(agent.ainvoke({"messages": [("user", "go")]}, config))
             self._read(run, out["messages"])
             last = out["messages"][-1]
             run.final = last.content if isinstance(last.content, str) else json.dumps(last.content)
@@ -173,14 +195,14 @@ class LangGraphExecutor(FrameworkExecutor):
 
         reply = model_next(1, [])
         run.rounds = 1
-        run.propose(reply["calls"])
+        message = self._propose(run, reply["calls"])
         g = StateGraph(MessagesState)
         g.add_node("tools", node)
         g.add_edge(START, "tools")
         g.add_edge("tools", END)
         app = g.compile()
         try:
-            out = asyncio.run(app.ainvoke({"messages": [self._message(reply["calls"])]}, config))
+            out = _quietly(app.ainvoke({"messages": [message]}, config))
         except ToolFailed:
             return self._failed(run)
         self._read(run, out["messages"])
@@ -193,21 +215,39 @@ class LangGraphExecutor(FrameworkExecutor):
         return run.outcome("FAILED", "TERMINAL_ERROR", (at, run.failed_at[at]) if at is not None else None)
 
 
-def _index(run: Run, call_id: Json, name: Json, *, answered: bool = False) -> int | None:
-    """The request of the current round with this id and name: the first one not yet answered (or, for
-    an execution, not yet entered); LangGraph runs every call, duplicates included."""
+def _quietly(coro: Any) -> Any:
+    """Run the graph; pydantic warns that the ABSENT default of an optional property is not serializable."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return asyncio.run(coro)
+
+
+_RUNNING: ContextVar[Any] = ContextVar("loopspec_langgraph_tool_call", default=None)
+
+
+async def _observe(request: Any, execute: Any) -> Any:
+    """ToolNode's ``awrap_tool_call``: note which raw tool call runs in this task, change nothing."""
+    token = _RUNNING.set(request.tool_call)
+    try:
+        return await execute(request)
+    finally:
+        _RUNNING.reset(token)
+
+
+def _entering(run: Run, tool_call: Any, call_id: Json, name: Json) -> int | None:
+    """The request whose tool body is being entered: the first of the current round not entered yet
+    with this raw tool call's id, name and arguments."""
     if run.current < 0:
         return None
-    off = run.offsets[run.current]
-    candidates = [off + j for j, c in enumerate(run.proposals[run.current])
-                  if isinstance(c, dict) and c.get("id") == call_id and c.get("name") == name]
-    taken = run.answers if answered else run.entered
-    for i in candidates:
-        if i not in taken:
-            if not answered:
-                run.entered.add(i)
+    args = tool_call.get("args") if isinstance(tool_call, dict) else None
+    for i in run.round_positions():
+        c = run.call(i)
+        if i in run.entered or not isinstance(c, dict) or i in run.dropped:
+            continue
+        if c.get("id") == call_id and c.get("name") == name and (args is None or c.get("arguments") == args):
+            run.entered.add(i)
             return i
-    return candidates[0] if candidates else None
+    return None
 
 
 def _scripted_chat_model(run: Run, model_next: ModelFn, adapter: LangGraphExecutor) -> Any:
@@ -233,8 +273,7 @@ def _scripted_chat_model(run: Run, model_next: ModelFn, adapter: LangGraphExecut
             if kind == "final":
                 msg = AIMessage(content=reply["final"])
             elif kind == "calls":
-                run.propose(reply["calls"])
-                msg = adapter._message(reply["calls"])
+                msg = adapter._propose(run, reply["calls"])
             else:
                 raise _Invalid("the model answered with neither calls nor a final answer")
             return ChatResult(generations=[ChatGeneration(message=msg)])

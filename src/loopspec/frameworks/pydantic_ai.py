@@ -9,10 +9,16 @@
 * Budgets: ``maxRounds`` → ``UsageLimits.request_limit``, ``maxExecutions`` (a batch's ``budget``)
   → ``UsageLimits.tool_calls_limit``. pydantic-ai has no per-tool limit, request limit or automatic
   retry of a tool failure, so the fuzzer leaves those off for this adapter.
-* Mode: ``abort`` runs the agent with ``retries=0`` (the first invalid call ends the run with
-  ``UnexpectedModelBehavior``) and tool failures raised as plain exceptions (they end the run);
-  ``continue`` gives violations a large retry budget (each is answered to the model) and raises
-  ``ToolFailed`` for failures (a failed tool result the model sees).
+* Mode: ``abort`` runs the agent with no tool retries (``retries={"tools": 0}``: the first invalid call
+  ends the run with ``UnexpectedModelBehavior``) and tool failures raised as plain exceptions (they
+  end the run); ``continue`` gives violations a large retry budget (each is answered to the model) and
+  raises ``ToolFailed`` for failures (a failed tool result the model sees). The output retry budget is
+  large in both modes: a response with no parts is not a violation, pydantic-ai asks the model again
+  (R18), and only the tool budget says what a violation does.
+* pydantic-ai validates every call of a response before it runs any (``call_checks = upfront``): the
+  request a validation failure ends the run at is the first call of the response that pydantic-ai did
+  not report valid, observed with an ``after_tool_validate`` hook (``capabilities=[Hooks(...)]``, which
+  returns the arguments unchanged; validation runs in response order and stops at the first failure).
 * Tool calls run with ``ToolManager.parallel_execution_mode('sequential')``, so executions start in
   request order (parallel execution is not judged).
 * Answers are read from the ``ToolReturnPart``s pydantic-ai sends to the model next: outcome
@@ -83,6 +89,7 @@ class PydanticAIExecutor(FrameworkExecutor):
 
     def run_loop(self, run: Run, params: dict[str, Json], model_next: ModelFn, *, batch: bool) -> dict[str, Json]:
         from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
+        from pydantic_ai.capabilities import Hooks
         from pydantic_ai.exceptions import ToolFailed as PaiToolFailed
         from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
         from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolReturnPart
@@ -93,6 +100,7 @@ class PydanticAIExecutor(FrameworkExecutor):
         abort = params.get("mode", "continue") == "abort"
         limits = params.get("limits") or {}
         generated: dict[str, int] = {}  # ids pydantic-ai generated -> request index
+        valid: set[int] = set()  # requests pydantic-ai validated (after_tool_validate)
 
         def index_of(call_id: str, name: str) -> int | None:
             if call_id in generated:
@@ -131,13 +139,22 @@ class PydanticAIExecutor(FrameworkExecutor):
             generated.update(gen)
             return ModelResponse(parts=parts)  # an empty proposal is an empty response: pydantic-ai decides
 
+        def validated(ctx: Any, /, *, call: Any, tool_def: Any, args: Any) -> Any:
+            i = index_of(call.tool_call_id, call.tool_name)
+            if i is not None:
+                valid.add(i)
+            return args
+
         tools = []
         warnings.filterwarnings("ignore", message="Default value ABSENT")
         for name, schema in run.tools.items():
             tools.append(Tool(self._body(run, name, schema, index_of, abort, PaiToolFailed, RunContext),
                               name=name, takes_ctx=True, max_retries=0 if abort else _BIG))
-        agent = Agent(FunctionModel(model), deps_type=str, tools=tools, retries=0 if abort else _BIG)
+        agent = Agent(FunctionModel(model), deps_type=str, tools=tools,
+                      retries={"tools": 0 if abort else _BIG, "output": _BIG},
+                      capabilities=[Hooks(after_tool_validate=validated)])
         usage = UsageLimits(request_limit=limits.get("maxRounds"), tool_calls_limit=limits.get("maxExecutions"))
+
         with warnings.catch_warnings(), capture_run_messages() as messages:
             warnings.simplefilter("ignore")
             try:
@@ -159,10 +176,12 @@ class PydanticAIExecutor(FrameworkExecutor):
                     if batch:
                         return run.outcome("REJECTED", "ID_CONFLICT", self._first_open(run, "ID_CONFLICT"))
                     return run.outcome("FAILED", "MODEL_ERROR")
-                at = self._first_open(run, "")
-                call = run.call(at[0]) if at is not None else None
+                # abort mode: the call pydantic-ai found invalid (no retries left) ends the run
+                at = self._first_open(run, "", skip=valid)
+                at = at[0] if at is not None else None
+                call = run.call(at) if at is not None else None
                 code = "INVALID_ARGUMENT" if isinstance(call, dict) and call.get("name") in run.tools else "UNKNOWN_TOOL"
-                return run.outcome("REJECTED", code, (at[0], code) if at is not None else None)
+                return run.outcome("REJECTED", code, (at, code) if at is not None else None)
             except ToolFailed:
                 self._late_answers(messages, read_answers, ModelRequest)
                 at = self._first_open(run, "")
@@ -176,13 +195,14 @@ class PydanticAIExecutor(FrameworkExecutor):
             read(messages[-1].parts)
 
     @staticmethod
-    def _first_open(run: Run, code: str) -> tuple[int, str] | None:
-        """The first request of the current round without an answer: where the run stopped."""
+    def _first_open(run: Run, code: str, skip: set[int] | frozenset[int] = frozenset()) -> tuple[int, str] | None:
+        """The first request of the current round without an answer (and not in ``skip``): where the run
+        stopped."""
         if run.current < 0:
             return None
         off = run.offsets[run.current]
         for i in range(off, off + len(run.proposals[run.current])):
-            if i not in run.answers:
+            if i not in run.answers and i not in skip:
                 return i, code
         return None
 
