@@ -32,7 +32,9 @@ def main() -> int:
     ap.add_argument("names", nargs="*", default=list(FRAMEWORKS))
     ap.add_argument("--examples", type=int, default=60)
     ap.add_argument("--seed", type=int, default=20260101)
-    ap.add_argument("--shrink-time", type=float, default=20.0)
+    ap.add_argument("--shrink-time", type=float, default=300.0,
+                    help="seconds a campaign may go on after its first finding (a campaign cut short finds "
+                         "fewer rules and the page says so; the default lets every campaign finish)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "frameworks.md"))
     args = ap.parse_args()
     build = ROOT / "build" / "frameworks"
@@ -64,6 +66,10 @@ def main() -> int:
                             + body.replace("\n## ", "\n### ").replace("\n### R", "\n#### R"))
             n = {k: sum(r["status"] == k for r in data["rules"]) for k in ("conforms", "design-choice", "deviates")}
             dev = ", ".join(r["rule"] for r in data["rules"] if r["status"] == "deviates") or "none"
+            cut = [k for k in ("stats", "strictStats") if (data.get(k) or {}).get("shrinkTimeSpent")]
+            if cut:  # the campaign stopped before its examples ran out: it may have missed rules
+                dev += " — cut short by --shrink-time (" + ", ".join(
+                    "profile" if k == "stats" else "strict" for k in cut) + " campaign)"
             summary.append(f"| {name} | {ver} | {mode} | {n['conforms']} | {n['design-choice']} | "
                            f"{n['deviates']} ({dev}) | {dt:.0f} |")
             print(f"{name} {mode}: {n['deviates']} deviation(s), {n['design-choice']} design choice(s), {dt:.0f} s",
@@ -94,6 +100,9 @@ limit policy (every framework ends the run on a limit). The adapters run the too
 a time where the framework has a documented setting for it (pydantic-ai's
 `ToolManager.parallel_execution_mode('sequential')`, the Agents SDK's `max_function_tool_concurrency=1`);
 LangGraph's ToolNode has none and runs them concurrently, which its profile says.
+
+The `Case:` paths name the shrunk cases (`loopspec replay CASE.json --impl NAME` reruns one) that the
+generator writes under `build/frameworks/`; they are not committed — regenerate to get them.
 
 ## Summary
 

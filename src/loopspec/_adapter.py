@@ -375,8 +375,10 @@ class ImplFactory:
     """
 
     def __init__(self, target: Target, *, timeout: float | None = 10.0, stderr_log: IO[bytes] | None = None,
-                 warm: bool = True, cwd: str | None = None, env: Mapping[str, str] | None = None) -> None:
+                 warm: bool = True, cwd: str | None = None, env: Mapping[str, str] | None = None,
+                 label: str | None = None) -> None:
         self.target = target
+        self.label = label  # what --impl said for an in-process target, so `loopspec replay` can be told again
         self.timeout = timeout
         self.stderr_log = stderr_log
         self.warm = warm
@@ -414,6 +416,8 @@ class ImplFactory:
     def describe(self) -> str:
         if self.argv is not None:
             return shlex.join(self.argv)
+        if self.label is not None:
+            return self.label
         t = self.target
         return f"in-process {getattr(t, '__name__', type(t).__name__)}"
 

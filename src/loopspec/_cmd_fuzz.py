@@ -89,7 +89,9 @@ def impl_target(impl: str) -> Any:
 def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
     """A factory for ``--impl``, checked by one initialize handshake (exit 2 when that fails)."""
     try:
-        factory = ImplFactory(impl_target(args.impl), timeout=args.timeout, cwd=args.cwd, **kw)
+        target = impl_target(args.impl)
+        label = None if isinstance(target, str) else args.impl
+        factory = ImplFactory(target, timeout=args.timeout, cwd=args.cwd, label=label, **kw)
         probe = factory.open(mode)
         factory.release(probe)
     except StartError as exc:
