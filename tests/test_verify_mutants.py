@@ -131,12 +131,35 @@ def test_deduplication_is_sound_for_every_variant(mt: Any) -> None:
     assert tree_vs_dedup(b, b.scope(mt.scope), mt.semantics) == []
 
 
+#: Variants that survived exhaustive exploration until loop.toml gained the invariants that catch
+#: them (R10, R13, R19), and one more of the same kind (a cached failure served as a plain error).
+FORMER_GAPS = {
+    "deadline-ignored": "INV-DEADLINE",
+    "abort-mode-continues": "INV-ESCALATION",
+    "failed-call-refused": "INV-DECISION",
+    "cached-failure-as-error": "INV-DECISION",
+}
+NEW_INVARIANTS = ("INV-DECISION", "INV-ESCALATION", "INV-DEADLINE")
+
+
+@pytest.mark.parametrize(("name", "inv"), sorted(FORMER_GAPS.items()))
+def test_former_spec_gaps_are_caught_by_the_new_invariants(name: str, inv: str) -> None:
+    """R10, R13, R19: each is in the must-fail corpus, caught within four calls, breaking its invariant."""
+    assert name in {m.semantics.name for m in MUTANTS} and not SURVIVORS
+    lf = result(name).lifted
+    assert lf is not None and lf.calls <= 4 and inv in lf.violated
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mt", SURVIVORS, ids=lambda m: m.semantics.name)
-def test_known_spec_gaps_survive_the_default_bound(mt: Any) -> None:
-    """These variants break a MUST of SPEC.md that no invariant checks; exhaustive exploration at
-    the default bound finds nothing. When the spec gains the missing invariant this test fails:
-    move the variant to MUTANTS."""
+@pytest.mark.parametrize("name", sorted(FORMER_GAPS))
+def test_former_spec_gaps_survive_without_the_new_invariants(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without INV-DECISION, INV-ESCALATION and INV-DEADLINE, exhaustive exploration at the default
+    bound finds nothing: those invariants are what closes these gaps of the spec."""
+    from loopspec import _core as core
+
+    older = {k: v for k, v in core.INVARIANTS.items() if k not in NEW_INVARIANTS}
+    monkeypatch.setattr(core, "INVARIANTS", older)
+    mt = next(m for m in MUTANTS if m.semantics.name == name)
     r = check_mutant(mt)
     assert r.lifted is None and r.exploration.complete
 

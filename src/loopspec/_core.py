@@ -1082,12 +1082,12 @@ def inv_decision(s: RunState) -> bool:
                 or (a.status == "error" and a.code != ex.outcome.category)
             ):
                 return False
-        elif ex is not None or a is None:
-            return False
-        elif action == REPLAY and not (a.replayed and a.status == "ok"):
-            return False
-        elif action == REJECT and (a.code != code or a.status != "error"):
-            return False
+        else:  # a replay or a refusal: answered, never executed
+            as_decided = a is not None and ex is None and (
+                (a.replayed and a.status == "ok") if action == REPLAY else (a.code == code and a.status == "error")
+            )
+            if not as_decided:
+                return False
         if admitted and valid and binding != "conflict":
             bound.setdefault(cid, key)
         if ex is not None:
@@ -1102,10 +1102,12 @@ def inv_escalation(s: RunState) -> bool:
     for a in s.answers:
         if a.code is None or not escalates(code_kind(a.code), s.config.mode, s.config.on_limit):
             continue
-        # allowed only for the request being decided, before the run moves past it
+        # allowed only for the request being decided, before the run moves past it, or when a
+        # cancellation won the race with the escalation right there (R21, R26: the abort then
+        # changes nothing, so the answer stays)
         just_answered = (
-            s.status is None and a.index == len(s.requests) - 1 and a is s.answers[-1]
-            and s.admitted_cursor == s.cursor
+            (s.status is None or s.stop_reason == "CANCELLED") and a.index == len(s.requests) - 1
+            and a is s.answers[-1] and s.admitted_cursor == s.cursor
         )
         if not just_answered:
             return False
