@@ -568,7 +568,19 @@ class FastModel:
           focus id to what the past bound it to, and executed successfully with the same output
           when the past did; the other placeholders are malformed and bind nothing;
         * PARTIAL-COVERAGE asks whether any answer carried a limit code: a placeholder answer
-          with one when ``glimit`` says so.
+          with one when ``glimit`` says so;
+        * DEADLINE is a condition on a counter and on each execution: the window's executions;
+        * ESCALATION: an escalating answer other than the one just given breaks the invariant in
+          the step that moves the run on from ``returned``, where the window still knows its code
+          (``answer`` is live there); so in a state the search expands, an answer whose code the
+          window does not know is not escalating and stands in as an ``ok`` placeholder. Views
+          that leave out the mode and the limit policy get the verdict for every value of the two
+          (a finite domain), and are refused when the verdicts differ;
+        * DECISION recomputes R1 for each request from its facts and a summary of the past: the
+          window's requests with their answers and executions after :meth:`_decided_past`. When
+          the step left every request's facts as they were (only sealed items, in place or moved to
+          ``aborted_answer``), the verdict is unchanged; when it touched a sealed one, the view is
+          refused.
         """
         todo = [name for name in core.INVARIANTS if self.reads[name] & changed]
         if not todo:

@@ -9,8 +9,10 @@ are kept as golden data and regenerated with
     python -m loopspec.checker.mutants --overwrite tests/golden/verify_mutants.json
 
 :data:`SURVIVORS` are variants that break a rule of SPEC.md that no invariant of loop.toml checks:
-the checker *cannot* catch them, and a test keeps it that way until the spec gains an invariant
-(each is a finding about the spec, see its doc).
+the checker *cannot* catch them until the spec gains an invariant (each is a finding about the spec,
+see its doc). There are none at present: the last three (deadline-ignored, abort-mode-continues,
+failed-call-refused) are caught since loop.toml gained INV-DEADLINE, INV-ESCALATION and
+INV-DECISION, and moved into :data:`MUTANTS`.
 """
 
 from __future__ import annotations
@@ -167,6 +169,13 @@ def _answer_replay_serving_failures(s: RunState) -> Answer:
     return a
 
 
+def _retry_allowed_ignoring_deadline(s: RunState) -> bool:
+    """BUG: the retry policy looks at the failure and the retry budget, not at the clock."""
+    o = s.outcome
+    return (o is not None and not o.ok and o.category == "DEPENDENCY_TEMPORARY"
+            and s.executions[-1].attempts - 1 < s.config.limits.max_retries)
+
+
 def _lim(s: RunState) -> int | None:
     return s.config.limits.max_executions
 
@@ -272,6 +281,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "batch", guards={"id_conflict": lambda s: s.binding_class() in ("conflict", "unresolved"),
                             "id_unresolved": lambda s: False},
            rules=("R10",), breaks=("INV-DECISION",)),
+    mutant("retry-after-deadline",
+           "A temporary failure is retried although the deadline has passed (R19, R23: the deadline is "
+           "checked before each attempt too).",
+           "loop", guards={"retry_allowed": _retry_allowed_ignoring_deadline}, rules=("R19", "R23"),
+           breaks=("INV-DEADLINE",)),
     mutant("cached-failure-as-error",
            "The result cache keeps failures and serves a cached failure as the plain error it was, not as "
            "a replay (so INV-NO-CACHED-FAILURE, which looks at replays, does not see it); R10: the same "
