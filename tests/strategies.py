@@ -7,6 +7,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from loopspec import Tool, ToolContext, ToolFailure
+from loopspec import _fuzz_strategies as _fuzz
 from loopspec._core import FAILURE_CATEGORIES
 
 ID_POOL = ("a", "b", "c")
@@ -67,3 +68,10 @@ class Recorder:
 #: The environment's answers for a walk through the checker's stepper: at each question the walk
 #: takes option ``index % len(options)``; once the list is used up it takes option 0.
 oracle_answers = st.lists(st.integers(min_value=0, max_value=63), max_size=80)
+
+# -- the fuzzer's strategies are product code (loopspec._fuzz_strategies, used by `loopspec fuzz`) --
+fuzz_batch_steps = _fuzz.batch_steps
+fuzz_batch_configs = _fuzz.batch_configs
+fuzz_call_lists = _fuzz.call_lists
+fuzz_schemas = _fuzz.schemas
+fuzz_scripts = _fuzz.scripts

@@ -180,3 +180,11 @@ def test_escalation_follows_mode_and_policy() -> None:
 
 def test_within() -> None:
     assert within(0, None) and within(0, 1) and not within(1, 1) and not within(0, 0)
+
+
+def test_numbers_compare_by_value_at_any_magnitude() -> None:
+    """Content equality (R5): integral floats equal their integers beyond 2**53 too."""
+    assert canonical_json({"n": 2**53}) == canonical_json({"n": 2.0**53})
+    assert canonical_json({"n": 10**16}) == canonical_json({"n": 1e16})
+    assert canonical_json({"n": 2**53 + 1}) != canonical_json({"n": 2.0**53})  # different values
+    assert canonical_json({"n": -0.0}) == canonical_json({"n": 0})

@@ -20,9 +20,7 @@ overlay input: a one-line error naming the file and line, exit 2.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -128,27 +126,6 @@ def jobs(spec: Spec, rules: tuple[Any, ...], trace_file: str | None, coverage_fi
                 overlay_markdown(machine, ov, image=f"{stem}.svg"))]
 
 
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _readable(path: Path) -> None:
-    """Atomic writes create 0600 files; diagrams are for publishing, so honour the umask instead."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
-
-
 def handle(args: argparse.Namespace) -> int:
     formats = tuple(dict.fromkeys(args.format)) if args.format else FORMATS
     explicit = bool(args.format)
@@ -181,8 +158,7 @@ def handle(args: argparse.Namespace) -> int:
                     err = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
                     failed.append(f"{path}: Graphviz failed: {err[0] if err else exc.returncode}")
                     continue
-                _write_bytes_atomic(path, data)
-            _readable(path)
+                write_atomic(path, data)
             print(path)
     if no_dot:
         print(f"loopspec diagram: {INSTALL_HINT}", file=sys.stderr)

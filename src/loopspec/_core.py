@@ -81,9 +81,6 @@ def code_kind(code: str) -> str:
 # JSON values and canonical content
 # --------------------------------------------------------------------------------------------
 
-_MAX_SAFE_INT: Final = 2**53
-
-
 class _NotJson(Exception):
     pass
 
@@ -98,8 +95,8 @@ def _normalise(value: Json, depth: int = 0) -> Json:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise _NotJson("non-finite number")
-        if value.is_integer() and abs(value) < _MAX_SAFE_INT:
-            return int(value)
+        if value.is_integer():
+            return int(value)  # exact: an integral float has an exact integer value
         return value
     if isinstance(value, list | tuple):
         return [_normalise(v, depth + 1) for v in value]

@@ -38,8 +38,9 @@ def paint(text: str, code: str, enabled: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if enabled else text
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same directory, then rename)."""
+def write_atomic(path: str | Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` atomically: a temp file in the same directory, fsynced,
+    then renamed over the target, with the permissions an ordinary new file would get."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
@@ -47,8 +48,8 @@ def write_atomic(path: str | Path, text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a report should be readable like any file
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)

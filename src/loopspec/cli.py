@@ -26,7 +26,9 @@ EXIT_FOUND = 1
 EXIT_USAGE = 2
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("_cmd_demo", "_cmd_spec", "_cmd_vectors", "_cmd_diagram", "_cmd_verify")
+COMMAND_MODULES: tuple[str, ...] = (
+    "_cmd_demo", "_cmd_spec", "_cmd_vectors", "_cmd_diagram", "_cmd_verify", "_cmd_fuzz", "_cmd_replay", "_cmd_serve",
+)
 
 
 class UsageError(Exception):

@@ -1,0 +1,602 @@
+/*
+ * A tool-call executor in Java 17 that speaks the loopspec adapter protocol v1 (spec/PROTOCOL.md).
+ *
+ * One file, no dependencies (it carries a small JSON reader/writer). It implements the rules of
+ * spec/SPEC.md for a batch (R1-R17) and for a loop (R18-R22): the per-call check order, id bindings
+ * with canonical content, replay, conflict, budgets charged before the side effect, answers in
+ * request order, abort and continue, safe errors and the trusted principal. Every tool runs on the
+ * harness through a tool.execute request; in loop mode the model is asked with model.next.
+ *
+ *   javac -d build examples/java/LoopspecExecutor.java
+ *   loopspec fuzz --impl "java -cp build LoopspecExecutor"
+ *
+ * stdout carries only protocol messages; logs go to stderr.
+ */
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.Writer;
+import java.math.BigDecimal;
+import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+public final class LoopspecExecutor {
+
+    // ------------------------------------------------------------------------------------------
+    // JSON: null is Json.NULL; numbers are BigDecimal; objects keep their key order.
+    // ------------------------------------------------------------------------------------------
+
+    static final class Json {
+        static final Object NULL = new Object() {
+            @Override public String toString() { return "null"; }
+        };
+
+        private final String s;
+        private int i;
+
+        private Json(String s) { this.s = s; }
+
+        static Object parse(String text) {
+            Json p = new Json(text);
+            p.ws();
+            Object v = p.value();
+            p.ws();
+            if (p.i != p.s.length()) throw new IllegalArgumentException("trailing characters");
+            return v;
+        }
+
+        private void ws() {
+            while (i < s.length() && " \t\r\n".indexOf(s.charAt(i)) >= 0) i++;
+        }
+
+        private Object value() {
+            if (i >= s.length()) throw new IllegalArgumentException("unexpected end");
+            char c = s.charAt(i);
+            switch (c) {
+                case '{': return object();
+                case '[': return array();
+                case '"': return string();
+                case 't': return literal("true", Boolean.TRUE);
+                case 'f': return literal("false", Boolean.FALSE);
+                case 'n': return literal("null", NULL);
+                default: return number();
+            }
+        }
+
+        private Object literal(String word, Object v) {
+            if (!s.startsWith(word, i)) throw new IllegalArgumentException("bad literal");
+            i += word.length();
+            return v;
+        }
+
+        private Map<String, Object> object() {
+            Map<String, Object> m = new LinkedHashMap<>();
+            i++;
+            ws();
+            if (s.charAt(i) == '}') { i++; return m; }
+            while (true) {
+                ws();
+                String k = string();
+                ws();
+                if (s.charAt(i++) != ':') throw new IllegalArgumentException("expected :");
+                ws();
+                m.put(k, value());
+                ws();
+                char c = s.charAt(i++);
+                if (c == '}') return m;
+                if (c != ',') throw new IllegalArgumentException("expected , or }");
+            }
+        }
+
+        private List<Object> array() {
+            List<Object> a = new ArrayList<>();
+            i++;
+            ws();
+            if (s.charAt(i) == ']') { i++; return a; }
+            while (true) {
+                ws();
+                a.add(value());
+                ws();
+                char c = s.charAt(i++);
+                if (c == ']') return a;
+                if (c != ',') throw new IllegalArgumentException("expected , or ]");
+            }
+        }
+
+        private String string() {
+            if (s.charAt(i) != '"') throw new IllegalArgumentException("expected a string");
+            i++;
+            StringBuilder b = new StringBuilder();
+            while (true) {
+                char c = s.charAt(i++);
+                if (c == '"') return b.toString();
+                if (c != '\\') { b.append(c); continue; }
+                char e = s.charAt(i++);
+                switch (e) {
+                    case '"': b.append('"'); break;
+                    case '\\': b.append('\\'); break;
+                    case '/': b.append('/'); break;
+                    case 'b': b.append('\b'); break;
+                    case 'f': b.append('\f'); break;
+                    case 'n': b.append('\n'); break;
+                    case 'r': b.append('\r'); break;
+                    case 't': b.append('\t'); break;
+                    case 'u': b.append((char) Integer.parseInt(s.substring(i, i + 4), 16)); i += 4; break;
+                    default: throw new IllegalArgumentException("bad escape");
+                }
+            }
+        }
+
+        private BigDecimal number() {
+            int start = i;
+            while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) i++;
+            return new BigDecimal(s.substring(start, i));
+        }
+
+        static String write(Object v) {
+            StringBuilder b = new StringBuilder();
+            write(v, b, false);
+            return b.toString();
+        }
+
+        /** Canonical text: keys sorted, numbers by value (1 == 1.0), booleans distinct from numbers. */
+        static String canonical(Object v) {
+            StringBuilder b = new StringBuilder();
+            write(v, b, true);
+            return b.toString();
+        }
+
+        @SuppressWarnings("unchecked")
+        private static void write(Object v, StringBuilder b, boolean canonical) {
+            if (v == null || v == NULL) {
+                b.append("null");
+            } else if (v instanceof Boolean) {
+                b.append(v.toString());
+            } else if (v instanceof BigDecimal d) {
+                b.append(canonical ? canonicalNumber(d) : d.toString());
+            } else if (v instanceof Number n) {
+                b.append(n.toString());
+            } else if (v instanceof String str) {
+                quote(str, b);
+            } else if (v instanceof List<?> list) {
+                b.append('[');
+                for (int k = 0; k < list.size(); k++) {
+                    if (k > 0) b.append(',');
+                    write(list.get(k), b, canonical);
+                }
+                b.append(']');
+            } else if (v instanceof Map<?, ?> map) {
+                Map<String, Object> m = (Map<String, Object>) map;
+                if (canonical) m = new TreeMap<>(m);
+                b.append('{');
+                boolean first = true;
+                for (Map.Entry<String, Object> e : m.entrySet()) {
+                    if (!first) b.append(',');
+                    first = false;
+                    quote(e.getKey(), b);
+                    b.append(':');
+                    write(e.getValue(), b, canonical);
+                }
+                b.append('}');
+            } else {
+                throw new IllegalArgumentException("not JSON: " + v.getClass());
+            }
+        }
+
+        private static String canonicalNumber(BigDecimal d) {
+            BigDecimal n = d.stripTrailingZeros();
+            if (n.scale() <= 0) return n.toBigInteger().toString();
+            return n.toPlainString();
+        }
+
+        private static void quote(String str, StringBuilder b) {
+            b.append('"');
+            for (int k = 0; k < str.length(); k++) {
+                char c = str.charAt(k);
+                switch (c) {
+                    case '"': b.append("\\\""); break;
+                    case '\\': b.append("\\\\"); break;
+                    case '\n': b.append("\\n"); break;
+                    case '\r': b.append("\\r"); break;
+                    case '\t': b.append("\\t"); break;
+                    default:
+                        if (c < 0x20 || c == 0x2028 || c == 0x2029) b.append(String.format("\\u%04x", (int) c));
+                        else b.append(c);
+                }
+            }
+            b.append('"');
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // The code table of spec/loop.toml
+    // ------------------------------------------------------------------------------------------
+
+    record Code(String kind, String nextAction, String message, String status, String stopReason) {}
+
+    static final Map<String, Code> CODES = new HashMap<>();
+    static {
+        CODES.put("REQUEST_LIMIT", new Code("limit", "STOP", "The run has reached its limit on tool requests.", "TRUNCATED", "MAX_REQUESTS"));
+        CODES.put("INVALID_CALL", new Code("violation", "FIX_INPUT", "The call is malformed: it needs a non-blank string id, a tool name and an arguments object.", "REJECTED", "INVALID_CALL"));
+        CODES.put("UNKNOWN_TOOL", new Code("violation", "FIX_INPUT", "No tool of that name is available.", "REJECTED", "UNKNOWN_TOOL"));
+        CODES.put("INVALID_ARGUMENT", new Code("violation", "FIX_INPUT", "The arguments do not match the tool's input schema.", "REJECTED", "INVALID_ARGUMENT"));
+        CODES.put("ID_CONFLICT", new Code("violation", "FIX_INPUT", "This call id was already used for a different request; use a new id.", "REJECTED", "ID_CONFLICT"));
+        CODES.put("NOT_FOUND_OR_NOT_ACCESSIBLE", new Code("failure", "STOP", "The resource does not exist or is not accessible to the current identity.", "FAILED", "TERMINAL_ERROR"));
+        CODES.put("DEADLINE_EXCEEDED", new Code("limit", "STOP", "The run's deadline has passed.", "TRUNCATED", "DEADLINE"));
+        CODES.put("BUDGET_EXHAUSTED", new Code("limit", "STOP", "The run's execution budget is used up.", "TRUNCATED", "MAX_EXECUTIONS"));
+        CODES.put("TOOL_BUDGET_EXHAUSTED", new Code("limit", "STOP", "This tool's execution budget is used up.", "TRUNCATED", "MAX_TOOL_EXECUTIONS"));
+        CODES.put("DEPENDENCY_TEMPORARY", new Code("failure", "RETRY_WITH_BUDGET", "A dependency is temporarily unavailable.", "FAILED", "TERMINAL_ERROR"));
+        CODES.put("INTERNAL_ERROR", new Code("failure", "STOP", "The tool failed with an internal error.", "FAILED", "TERMINAL_ERROR"));
+    }
+
+    static final class ToolFailed extends Exception {
+        final String category;
+        ToolFailed(String category) {
+            super(category, null, false, false);
+            this.category = CODES.containsKey(category) && CODES.get(category).kind().equals("failure") ? category : "INTERNAL_ERROR";
+        }
+    }
+
+    static final class ModelFailed extends Exception {
+        ModelFailed() { super("model failed", null, false, false); }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // JSON-RPC over stdin/stdout
+    // ------------------------------------------------------------------------------------------
+
+    private final BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    private final Writer out = new OutputStreamWriter(System.out, StandardCharsets.UTF_8);
+    private long nextId = 0;
+
+    private void send(Map<String, Object> msg) throws IOException {
+        out.write(Json.write(msg));
+        out.write('\n');
+        out.flush();
+    }
+
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> read() throws IOException {
+        String line;
+        do {
+            line = in.readLine();
+            if (line == null) return null;
+        } while (line.isBlank());
+        return (Map<String, Object>) Json.parse(line);
+    }
+
+    /** Call the harness; the harness sends nothing else until it answers. */
+    @SuppressWarnings("unchecked")
+    private Object request(String method, Map<String, Object> params) throws IOException, ToolFailed {
+        Map<String, Object> msg = new LinkedHashMap<>();
+        msg.put("jsonrpc", "2.0");
+        msg.put("id", ++nextId);
+        msg.put("method", method);
+        msg.put("params", params);
+        send(msg);
+        Map<String, Object> reply = read();
+        if (reply == null) System.exit(0);
+        if (reply.containsKey("error")) {
+            Object data = ((Map<String, Object>) reply.get("error")).get("data");
+            Object cat = data instanceof Map ? ((Map<String, Object>) data).get("category") : null;
+            throw new ToolFailed(cat instanceof String ? (String) cat : "INTERNAL_ERROR");
+        }
+        return reply.get("result");
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // One run: a batch, or a whole loop
+    // ------------------------------------------------------------------------------------------
+
+    static final class Binding {
+        final String key;
+        Object success; // the stored output, or null when none
+        boolean hasSuccess;
+        Binding(String key) { this.key = key; }
+    }
+
+    private final class Run {
+        final Map<String, Map<String, Object>> tools = new LinkedHashMap<>();
+        final Map<String, Long> toolLimits = new HashMap<>();
+        final String principal, mode, onLimit;
+        final Long maxExecutions, maxRequests;
+        final long maxRetries;
+        final Long deadlineNanos;
+        final Map<String, Binding> bindings = new HashMap<>();
+        final Map<String, Long> perTool = new HashMap<>();
+        long executed = 0, requests = 0;
+        boolean limited = false;
+
+        @SuppressWarnings("unchecked")
+        Run(List<Object> toolList, String principal, String mode, String onLimit, Long maxExecutions,
+            Long maxToolExecutions, Long maxRequests, long maxRetries, BigDecimal deadline) {
+            for (Object o : toolList) {
+                Map<String, Object> t = (Map<String, Object>) o;
+                String name = (String) t.get("name");
+                Object schema = t.get("inputSchema");
+                tools.put(name, schema instanceof Map ? (Map<String, Object>) schema : new HashMap<>());
+                Long limit = asLong(t.get("maxExecutions"));
+                if (limit == null) limit = maxToolExecutions;
+                if (limit != null) toolLimits.put(name, limit);
+            }
+            this.principal = principal;
+            this.mode = mode;
+            this.onLimit = onLimit;
+            this.maxExecutions = maxExecutions;
+            this.maxRequests = maxRequests;
+            this.maxRetries = maxRetries;
+            this.deadlineNanos = deadline == null ? null
+                : System.nanoTime() + deadline.multiply(BigDecimal.valueOf(1_000_000_000L)).longValue();
+        }
+
+        boolean escalates(String code) {
+            String kind = CODES.get(code).kind();
+            return kind.equals("limit") ? onLimit.equals("throw") : mode.equals("abort");
+        }
+
+        Map<String, Object> error(Object call, String code, long index) {
+            Code c = CODES.get(code);
+            if (c.kind().equals("limit")) limited = true;
+            Map<String, Object> a = new LinkedHashMap<>();
+            Object id = call instanceof Map<?, ?> m ? m.get("id") : null;
+            a.put("id", id instanceof String ? id : Json.NULL);
+            a.put("status", "error");
+            a.put("code", code);
+            a.put("message", c.message());
+            a.put("next_action", c.nextAction());
+            a.put("request_id", "run:" + index);
+            return a;
+        }
+
+        Map<String, Object> ok(String id, Object output) {
+            Map<String, Object> a = new LinkedHashMap<>();
+            a.put("id", id);
+            a.put("status", "ok");
+            a.put("output", output);
+            return a;
+        }
+
+        boolean wellFormed(Object call) {
+            if (!(call instanceof Map<?, ?> m)) return false;
+            return m.get("id") instanceof String id && !blank(id)
+                && m.get("name") instanceof String && m.get("arguments") instanceof Map;
+        }
+
+        @SuppressWarnings("unchecked")
+        boolean argumentsValid(Map<String, Object> schema, Map<String, Object> args) {
+            Map<String, Object> props = schema.get("properties") instanceof Map
+                ? (Map<String, Object>) schema.get("properties") : Map.of();
+            if (schema.get("required") instanceof List<?> req) {
+                for (Object r : req) if (!args.containsKey(r)) return false;
+            }
+            boolean additional = !Boolean.FALSE.equals(schema.get("additionalProperties"));
+            for (Map.Entry<String, Object> e : args.entrySet()) {
+                Object sub = props.get(e.getKey());
+                if (sub == null) {
+                    if (!additional) return false;
+                    continue;
+                }
+                Object type = ((Map<String, Object>) sub).get("type");
+                Object v = e.getValue();
+                if ("string".equals(type) && !(v instanceof String)) return false;
+                if ("boolean".equals(type) && !(v instanceof Boolean)) return false;
+                if ("integer".equals(type)) {
+                    if (!(v instanceof BigDecimal d)) return false;
+                    if (d.stripTrailingZeros().scale() > 0) return false;
+                }
+            }
+            return true;
+        }
+
+        /** Answer one request: R1's check order, then replay or execute. */
+        @SuppressWarnings("unchecked")
+        Map<String, Object> answer(Object call, long index) throws IOException {
+            requests++;
+            if (maxRequests != null && index >= maxRequests) return error(call, "REQUEST_LIMIT", index);
+            if (!wellFormed(call)) return error(call, "INVALID_CALL", index);
+            Map<String, Object> c = (Map<String, Object>) call;
+            String id = (String) c.get("id");
+            String name = (String) c.get("name");
+            Map<String, Object> args = (Map<String, Object>) c.get("arguments");
+            if (!tools.containsKey(name)) return error(call, "UNKNOWN_TOOL", index);
+            if (!argumentsValid(tools.get(name), args)) return error(call, "INVALID_ARGUMENT", index);
+            String key = name + "\u0000" + Json.canonical(args);
+            Binding b = bindings.get(id);
+            if (b == null) {
+                b = new Binding(key); // bound whatever happens next (R5)
+                bindings.put(id, b);
+            } else if (!b.key.equals(key)) {
+                return error(call, "ID_CONFLICT", index);
+            } else if (b.hasSuccess) {
+                return ok(id, b.success); // replay: nothing executes, nothing is charged (R6)
+            }
+            if (deadlineNanos != null && System.nanoTime() >= deadlineNanos) return error(call, "DEADLINE_EXCEEDED", index);
+            if (maxExecutions != null && executed >= maxExecutions) return error(call, "BUDGET_EXHAUSTED", index);
+            Long toolLimit = toolLimits.get(name);
+            if (toolLimit != null && perTool.getOrDefault(name, 0L) >= toolLimit) {
+                return error(call, "TOOL_BUDGET_EXHAUSTED", index);
+            }
+            executed++; // charged before the side effect (R9)
+            perTool.merge(name, 1L, Long::sum);
+            long attempt = 0;
+            while (true) {
+                try {
+                    Map<String, Object> params = new LinkedHashMap<>();
+                    params.put("callId", id);
+                    params.put("name", name);
+                    params.put("arguments", args);
+                    params.put("context", Map.of("principal", principal)); // the trusted principal (R16)
+                    Object res = request("tool.execute", params);
+                    Object output = res instanceof Map ? ((Map<String, Object>) res).get("output") : null;
+                    if (!(res instanceof Map) || !((Map<String, Object>) res).containsKey("output")) {
+                        throw new ToolFailed("INTERNAL_ERROR");
+                    }
+                    b.success = output;
+                    b.hasSuccess = true;
+                    return ok(id, output);
+                } catch (ToolFailed f) {
+                    if (f.category.equals("DEPENDENCY_TEMPORARY") && attempt < maxRetries) {
+                        attempt++;
+                        continue;
+                    }
+                    Map<String, Object> a = error(call, f.category, index); // never stored (R10)
+                    return a;
+                }
+            }
+        }
+    }
+
+    /** Unicode White_Space (R2). Not String.isBlank(): Java's whitespace differs from it both ways. */
+    static final String WHITE_SPACE = "\t\n\u000b\f\r \u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+        + "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000";
+
+    static boolean blank(String s) {
+        for (int k = 0; k < s.length(); k++) if (WHITE_SPACE.indexOf(s.charAt(k)) < 0) return false;
+        return true;
+    }
+
+    static Long asLong(Object o) {
+        return o instanceof BigDecimal d ? d.longValueExact() : null;
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // batch.run and loop.run
+    // ------------------------------------------------------------------------------------------
+
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> batchRun(Map<String, Object> p) throws IOException {
+        String mode = p.get("mode") instanceof String m ? m : "abort";
+        Run run = new Run((List<Object>) p.get("tools"), (String) p.get("principal"), mode,
+            mode.equals("abort") ? "throw" : "error-result", asLong(p.get("budget")), null, null, 0, null);
+        List<Object> calls = p.get("calls") instanceof List ? (List<Object>) p.get("calls") : List.of();
+        List<Object> results = new ArrayList<>();
+        Map<String, Object> res = new LinkedHashMap<>();
+        res.put("results", results);
+        for (int i = 0; i < calls.size(); i++) {
+            Map<String, Object> a = run.answer(calls.get(i), i);
+            if ("error".equals(a.get("status")) && run.escalates((String) a.get("code"))) {
+                res.put("executed", run.executed);
+                res.put("aborted", Map.of("index", i, "code", a.get("code")));
+                return res;
+            }
+            results.add(a);
+        }
+        res.put("executed", run.executed);
+        res.put("aborted", Json.NULL);
+        return res;
+    }
+
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> loopRun(Map<String, Object> p) throws IOException {
+        Map<String, Object> lim = p.get("limits") instanceof Map ? (Map<String, Object>) p.get("limits") : Map.of();
+        Object deadline = lim.get("deadline");
+        Long retries = asLong(lim.get("maxRetries"));
+        Run run = new Run((List<Object>) p.get("tools"), (String) p.get("principal"),
+            p.get("mode") instanceof String m ? m : "continue", p.get("onLimit") instanceof String o ? o : "throw",
+            asLong(lim.get("maxExecutions")), asLong(lim.get("maxToolExecutions")), asLong(lim.get("maxRequests")),
+            retries == null ? 0 : retries, deadline instanceof BigDecimal d ? d : null);
+        Long maxRounds = asLong(lim.get("maxRounds"));
+        List<Object> results = new ArrayList<>();
+        List<Object> lastRound = new ArrayList<>();
+        long rounds = 0;
+        while (true) {
+            if (run.deadlineNanos != null && System.nanoTime() >= run.deadlineNanos) {
+                return outcome(run, results, rounds, "TRUNCATED", "DEADLINE", null, null);
+            }
+            if (maxRounds != null && rounds >= maxRounds) {
+                return outcome(run, results, rounds, "TRUNCATED", "MAX_ROUNDS", null, null);
+            }
+            rounds++;
+            Object move;
+            try {
+                Map<String, Object> params = new LinkedHashMap<>();
+                params.put("round", rounds);
+                params.put("results", lastRound);
+                move = request("model.next", params);
+            } catch (ToolFailed f) {
+                return outcome(run, results, rounds, "FAILED", "MODEL_ERROR", null, null);
+            }
+            if (move instanceof Map<?, ?> m && m.size() == 1 && m.get("final") instanceof String fin) {
+                return outcome(run, results, rounds, "COMPLETED", "FINAL_ANSWER", fin, null);
+            }
+            if (!(move instanceof Map<?, ?> m2 && m2.size() == 1 && m2.get("calls") instanceof List)) {
+                return outcome(run, results, rounds, "FAILED", "MODEL_ERROR", null, null);
+            }
+            List<Object> calls = (List<Object>) ((Map<String, Object>) move).get("calls");
+            lastRound = new ArrayList<>();
+            for (Object call : calls) {
+                long index = run.requests;
+                Map<String, Object> a = run.answer(call, index);
+                if ("error".equals(a.get("status")) && run.escalates((String) a.get("code"))) {
+                    Code c = CODES.get((String) a.get("code"));
+                    return outcome(run, results, rounds, c.status(), c.stopReason(), null,
+                        Map.of("index", index, "code", a.get("code")));
+                }
+                results.add(a);
+                lastRound.add(a);
+            }
+        }
+    }
+
+    private Map<String, Object> outcome(Run run, List<Object> results, long rounds, String status, String reason,
+                                        String fin, Map<String, Object> aborted) {
+        Map<String, Object> o = new LinkedHashMap<>();
+        o.put("status", status);
+        o.put("stopReason", reason);
+        o.put("coverage", status.equals("COMPLETED") && !run.limited ? "COMPLETE" : "PARTIAL");
+        o.put("rounds", rounds);
+        o.put("executed", run.executed);
+        o.put("aborted", aborted == null ? Json.NULL : aborted);
+        o.put("final", fin == null ? Json.NULL : fin);
+        o.put("results", results);
+        return o;
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // The request loop
+    // ------------------------------------------------------------------------------------------
+
+    @SuppressWarnings("unchecked")
+    private void serve() throws IOException {
+        Map<String, Object> msg;
+        while ((msg = read()) != null) {
+            Object id = msg.get("id");
+            String method = (String) msg.get("method");
+            Map<String, Object> params = msg.get("params") instanceof Map ? (Map<String, Object>) msg.get("params") : Map.of();
+            Map<String, Object> reply = new LinkedHashMap<>();
+            reply.put("jsonrpc", "2.0");
+            reply.put("id", id);
+            try {
+                switch (method) {
+                    case "initialize" -> reply.put("result", Map.of("name", "example-java", "version", "1.0",
+                        "capabilities", Map.of("batch", true, "loop", true)));
+                    case "batch.run" -> reply.put("result", batchRun(params));
+                    case "loop.run" -> reply.put("result", loopRun(params));
+                    case "shutdown" -> {
+                        reply.put("result", Json.NULL);
+                        send(reply);
+                        return;
+                    }
+                    default -> reply.put("error", Map.of("code", -32601, "message", "method not found"));
+                }
+            } catch (RuntimeException e) {
+                System.err.println("executor: bad params: " + e);
+                reply.remove("result");
+                reply.put("error", Map.of("code", -32602, "message", "invalid params"));
+            }
+            send(reply);
+        }
+    }
+
+    public static void main(String[] args) throws IOException {
+        new LoopspecExecutor().serve();
+    }
+}

@@ -1,0 +1,527 @@
+"""Implementations under test, seen from the harness, and the in-process adapter interface.
+
+Two ways to plug an implementation in (spec/PROTOCOL.md):
+
+* a **process** speaking newline-delimited JSON-RPC 2.0 on stdin/stdout, in any language
+  (``loopspec fuzz --impl "java -cp build Executor"``);
+* an **in-process Python object** with ``handle(method, params, call)`` — usually a subclass of
+  :class:`Executor`, which turns the protocol into two methods, ``batch_run(params, execute)`` and
+  ``loop_run(params, execute, model_next)``. Every message still goes through a JSON round trip,
+  so an in-process run is judged exactly like a process run.
+
+:class:`ReferenceExecutor` is loopspec's own engine behind that interface; ``loopspec serve``
+exposes it as a process (a correct baseline, and a model for implementers).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any, Protocol, runtime_checkable
+
+from . import _core as core
+from ._rpc import (
+    INTERNAL,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    Channel,
+    Handler,
+    Peer,
+    ProtocolFailure,
+    RpcError,
+)
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "Executor",
+    "Impl",
+    "ImplFactory",
+    "ModelFailure",
+    "ReferenceExecutor",
+    "StartError",
+]
+
+Json = Any
+PROTOCOL_VERSION = 1
+
+ExecuteFn = Callable[[str, str, dict[str, Json], str], Json]
+ModelFn = Callable[[int, list[Json]], Json]
+
+
+class StartError(Exception):
+    """The implementation cannot be started at all (bad command, or it dies before initialize)."""
+
+
+class ModelFailure(Exception):
+    """``model.next`` answered with an error: the model failed (the run ends MODEL_ERROR, R18)."""
+
+
+# --------------------------------------------------------------------------------------------
+# The in-process interface
+# --------------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class InProcess(Protocol):
+    def handle(self, method: str, params: Json, call: Callable[[str, Json], Json]) -> Json: ...
+
+
+class Executor:
+    """Base class for an implementation of the adapter protocol in Python.
+
+    Override :meth:`batch_run` (and :meth:`loop_run` for loop mode). ``execute(call_id, name,
+    arguments, principal)`` runs a tool on the harness and returns its output, or raises
+    :class:`loopspec.ToolFailure` with the failure category. ``model_next(round, results)`` asks
+    the harness's model for its next move and returns ``{"calls": [...]}`` or ``{"final": str}``
+    (raises :class:`ModelFailure` when the model fails).
+    """
+
+    name = "python-executor"
+    version = "0"
+
+    def batch_run(self, params: dict[str, Json], execute: ExecuteFn) -> dict[str, Json]:
+        raise NotImplementedError
+
+    def loop_run(self, params: dict[str, Json], execute: ExecuteFn, model_next: ModelFn) -> dict[str, Json]:
+        raise NotImplementedError
+
+    def capabilities(self) -> dict[str, bool]:
+        cls = type(self)
+        return {"batch": cls.batch_run is not Executor.batch_run, "loop": cls.loop_run is not Executor.loop_run}
+
+    # -- the protocol --------------------------------------------------------------------
+    def handle(self, method: str, params: Json, call: Callable[[str, Json], Json]) -> Json:
+        if method == "initialize":
+            return {"name": self.name, "version": self.version, "capabilities": self.capabilities()}
+        if method == "shutdown":
+            return None
+        if method == "batch.run":
+            return self.batch_run(_params(params), _execute_via(call))
+        if method == "loop.run":
+            return self.loop_run(_params(params), _execute_via(call), _model_via(call))
+        raise RpcError(METHOD_NOT_FOUND, f"no method {method}")
+
+
+def _params(params: Json) -> dict[str, Json]:
+    if not isinstance(params, dict):
+        raise RpcError(INVALID_PARAMS, "params must be an object")
+    return params
+
+
+def _execute_via(call: Callable[[str, Json], Json]) -> ExecuteFn:
+    from ._engine import ToolFailure
+
+    def execute(call_id: str, name: str, arguments: dict[str, Json], principal: str) -> Json:
+        try:
+            res = call("tool.execute", {"callId": call_id, "name": name, "arguments": arguments,
+                                        "context": {"principal": principal}})
+        except RpcError as err:
+            cat = err.data.get("category") if isinstance(err.data, dict) else None
+            raise ToolFailure(cat if cat in core.FAILURE_CATEGORIES else "INTERNAL_ERROR") from None
+        if not isinstance(res, dict) or "output" not in res:
+            raise ToolFailure("INTERNAL_ERROR")
+        return res["output"]
+
+    return execute
+
+
+def _model_via(call: Callable[[str, Json], Json]) -> ModelFn:
+    def model_next(round_: int, results: list[Json]) -> Json:
+        try:
+            return call("model.next", {"round": round_, "results": results})
+        except RpcError:
+            raise ModelFailure("the model failed") from None
+
+    return model_next
+
+
+class ReferenceExecutor(Executor):
+    """The reference engine behind the adapter interface (``loopspec serve``)."""
+
+    name = "loopspec-reference"
+
+    def __init__(self) -> None:
+        from . import __version__
+
+        self.version = __version__
+
+    def _tools(self, raw: Json, execute: ExecuteFn) -> list[Any]:
+        from ._engine import Tool, ToolContext
+
+        if not isinstance(raw, list):
+            raise RpcError(INVALID_PARAMS, "tools must be a list")
+        tools = []
+        for t in raw:
+            if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+                raise RpcError(INVALID_PARAMS, "each tool needs a string name")
+            name = t["name"]
+
+            def fn(args: dict[str, Json], ctx: ToolContext, name: str = name) -> Json:
+                return execute(ctx.call_id, name, args, ctx.principal)
+
+            try:
+                tools.append(Tool.define(name, fn, t.get("inputSchema"), max_executions=t.get("maxExecutions")))
+            except (core.ToolDefinitionError, ValueError) as exc:
+                raise RpcError(INVALID_PARAMS, str(exc)) from None
+        return tools
+
+    def batch_run(self, params: dict[str, Json], execute: ExecuteFn) -> dict[str, Json]:
+        from ._engine import run_batch
+
+        tools = self._tools(params.get("tools"), execute)
+        try:
+            out = run_batch(params.get("calls", []), tools=tools, budget=params.get("budget"),
+                            mode=params.get("mode", "abort"), principal=params.get("principal", "anonymous"))
+        except (ValueError, TypeError) as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from None
+        j = out.to_json()
+        return {"results": j["results"], "executed": j["executed"], "aborted": j["aborted"]}
+
+    def loop_run(self, params: dict[str, Json], execute: ExecuteFn, model_next: ModelFn) -> dict[str, Json]:
+        from ._fuzz_loop import reference_loop_run
+
+        return reference_loop_run(self, params, execute, model_next)
+
+
+# --------------------------------------------------------------------------------------------
+# Implementations seen from the harness
+# --------------------------------------------------------------------------------------------
+
+
+class Impl:
+    """One live implementation: a process or an in-process object."""
+
+    info: dict[str, Json]
+
+    def call(self, method: str, params: Json, handler: Handler) -> Json:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def alive(self) -> bool:
+        return True
+
+    def ping_pong(self) -> None:
+        """One raw round trip (used by the speed benchmark): an unknown method, answered by an error."""
+        with contextlib.suppress(RpcError):
+            self.call("$/ping", {}, lambda m, p: None)
+
+
+def _roundtrip(value: Json, what: str) -> Json:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ProtocolFailure("P5", "not-json", f"{what} is not JSON: {exc}") from None
+
+
+class InProcessImpl(Impl):
+    def __init__(self, target: InProcess) -> None:
+        self.target = target
+        self.info = {}
+
+    def call(self, method: str, params: Json, handler: Handler) -> Json:
+        def back(m: str, p: Json) -> Json:
+            return _roundtrip(handler(m, _roundtrip(p, f"the params of {m}")), f"the result of {m}")
+
+        try:
+            result = self.target.handle(method, _roundtrip(params, "params"), back)
+        except (RpcError, ProtocolFailure):
+            raise
+        except Exception as exc:
+            raise ProtocolFailure("P1", "crash", f"{method} raised {type(exc).__name__}: {exc}") from None
+        return _roundtrip(result, f"the result of {method}")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.target.handle("shutdown", None, lambda m, p: None)
+
+
+class ProcessImpl(Impl):
+    def __init__(self, proc: subprocess.Popen[bytes], timeout: float | None, log: IO[bytes] | None) -> None:
+        self.proc = proc
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._tail: collections.deque[bytes] = collections.deque(maxlen=64)
+        self._log = log
+        self._drain = threading.Thread(target=self._drain_stderr, daemon=True, name="loopspec-impl-stderr")
+        self._drain.start()
+        self.channel = Channel(proc.stdout.fileno(), proc.stdin.fileno(), timeout=timeout, on_eof=self._evidence)
+        self.peer = Peer(self.channel, strict=True)
+        self.info = {}
+        self.healthy = True
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        fd = self.proc.stderr.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self._tail.append(chunk)
+            if self._log is not None:
+                try:
+                    self._log.write(chunk)
+                    self._log.flush()
+                except (OSError, ValueError):
+                    pass
+
+    def stderr_tail(self, limit: int = 600) -> str:
+        text = b"".join(self._tail).decode("utf-8", errors="replace").strip()
+        return text[-limit:]
+
+    def _evidence(self) -> str:
+        try:
+            code = self.proc.wait(timeout=0.5)
+            parts = [f"exit status {code}"]
+        except subprocess.TimeoutExpired:
+            parts = ["still running"]
+        self._drain.join(timeout=0.2)
+        tail = self.stderr_tail()
+        if tail:
+            parts.append(f"stderr ends with: {tail!r}")
+        return "; ".join(parts)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def call(self, method: str, params: Json, handler: Handler) -> Json:
+        try:
+            return self.peer.request(method, params, handler)
+        except ProtocolFailure:
+            self.healthy = False
+            raise
+
+    def close(self) -> None:
+        """Ask for a clean shutdown (briefly), close the pipes and leave the exit to the reaper."""
+        if self.proc.poll() is None:
+            self.channel.timeout = 1.0
+            with contextlib.suppress(RpcError, ProtocolFailure):
+                self.peer.request("shutdown", None, lambda m, p: None)
+        self._close_pipes()
+        REAPER.add(self.proc)
+
+    def kill(self) -> None:
+        """End the process now (after a hang or a protocol failure)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self._close_pipes()
+        REAPER.add(self.proc)
+
+    def _close_pipes(self) -> None:
+        for f in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                if f is not None:
+                    f.close()
+
+
+class _Reaper:
+    """Processes that were asked to exit: collected without blocking, killed if they linger."""
+
+    def __init__(self) -> None:
+        self.procs: list[tuple[subprocess.Popen[bytes], float]] = []
+
+    def add(self, proc: subprocess.Popen[bytes]) -> None:
+        self.procs.append((proc, time.monotonic()))
+        self.poll()
+
+    def poll(self, linger: float = 2.0) -> None:
+        now = time.monotonic()
+        keep = []
+        for proc, since in self.procs:
+            if proc.poll() is None and now - since > linger:
+                proc.kill()
+            if proc.poll() is None:
+                keep.append((proc, since))
+            elif proc.stderr is not None:
+                with contextlib.suppress(OSError):
+                    proc.stderr.close()
+        self.procs = keep
+
+    def wait_all(self, timeout: float = 2.0) -> None:
+        for proc, _ in self.procs:
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=timeout)
+        self.poll(linger=0.0)
+
+
+REAPER = _Reaper()
+
+
+Target = str | Sequence[str] | InProcess | Callable[[], InProcess]
+
+
+class ImplFactory:
+    """Opens a fresh, initialized implementation on demand.
+
+    For a command, one spare process is started ahead of time, so that starting a fresh process
+    for every fuzz example costs (almost) nothing. For an in-process target, a class or zero-argument
+    factory gives a fresh object each time; an object is reused.
+    """
+
+    def __init__(self, target: Target, *, timeout: float | None = 10.0, stderr_log: IO[bytes] | None = None,
+                 warm: bool = True, cwd: str | None = None, env: Mapping[str, str] | None = None) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.stderr_log = stderr_log
+        self.warm = warm
+        self.cwd = cwd
+        self.env = dict(env) if env is not None else None
+        self.argv: list[str] | None = None
+        if isinstance(target, str):
+            try:
+                self.argv = shlex.split(target)
+            except ValueError as exc:
+                raise StartError(f"cannot parse the command {target!r}: {exc}") from None
+        elif isinstance(target, list | tuple):
+            self.argv = [str(a) for a in target]
+        if self.argv is not None and not self.argv:
+            raise StartError("the implementation command is empty")
+        self._spare: subprocess.Popen[bytes] | None = None
+        self._open: list[Impl] = []
+        self.started = 0
+        self.info: dict[str, Json] | None = None
+
+    def describe(self) -> str:
+        if self.argv is not None:
+            return shlex.join(self.argv)
+        t = self.target
+        return f"in-process {getattr(t, '__name__', type(t).__name__)}"
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        assert self.argv is not None
+        try:
+            proc = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                cwd=self.cwd, env=self.env,
+            )
+        except OSError as exc:
+            raise StartError(f"cannot start {shlex.join(self.argv)}: {exc.strerror or exc}") from None
+        self.started += 1
+        return proc
+
+    def _new(self) -> Impl:
+        if self.argv is None:
+            t = self.target
+            if isinstance(t, type) or (callable(t) and not isinstance(t, InProcess)):
+                obj = t()
+                if not isinstance(obj, InProcess):
+                    raise StartError(f"{self.describe()} did not produce an object with handle(method, params, call)")
+                return InProcessImpl(obj)
+            if not isinstance(t, InProcess):
+                raise StartError(f"{t!r} is neither a command nor an object with handle(method, params, call)")
+            return InProcessImpl(t)
+        proc = self._spare if self._spare is not None and self._spare.poll() is None else None
+        if self._spare is not None and proc is None:
+            _reap(self._spare)
+        self._spare = None
+        if proc is None:
+            proc = self._spawn()
+        if self.warm:
+            self._spare = self._spawn()
+        return ProcessImpl(proc, self.timeout, self.stderr_log)
+
+    def open(self, mode: str = "batch") -> Impl:
+        """A fresh implementation after the initialize handshake. Raises ProtocolFailure (P1..P6)."""
+        impl = self._new()
+        try:
+            info = impl.call("initialize", {"protocolVersion": PROTOCOL_VERSION}, _refuse)
+        except RpcError as err:
+            _close_quietly(impl)
+            raise ProtocolFailure("P6", "initialize-failed", f"initialize answered error {err.code}: {err.message}") from None
+        except ProtocolFailure:
+            _close_quietly(impl)
+            raise
+        problem = check_initialize_result(info, mode)
+        if problem is not None:
+            _close_quietly(impl)
+            raise ProtocolFailure("P6", "initialize", problem)
+        impl.info = info
+        self.info = info
+        self._open.append(impl)
+        return impl
+
+    def release(self, impl: Impl) -> None:
+        """Done with ``impl``: a live one is shut down cleanly, a broken one is killed."""
+        if impl in self._open:
+            self._open.remove(impl)
+        if isinstance(impl, ProcessImpl) and not impl.healthy:
+            impl.kill()
+        else:
+            _close_quietly(impl)
+
+    def close(self) -> None:
+        for impl in list(self._open):
+            self.release(impl)
+        if self._spare is not None:
+            _reap(self._spare)
+            self._spare = None
+        REAPER.wait_all()
+
+
+def check_initialize_result(info: Json, mode: str) -> str | None:
+    if not isinstance(info, dict):
+        return "the initialize result must be an object {name, version, capabilities}"
+    if not isinstance(info.get("name"), str) or not isinstance(info.get("version"), str):
+        return "the initialize result needs string name and version"
+    caps = info.get("capabilities")
+    if not isinstance(caps, dict) or not all(isinstance(caps.get(k, False), bool) for k in ("batch", "loop")):
+        return "the initialize result needs capabilities {batch: bool, loop: bool}"
+    if not caps.get(mode, False):
+        return f"the implementation does not declare the {mode!r} capability"
+    return None
+
+
+def _refuse(method: str, params: Json) -> Json:
+    raise ProtocolFailure("P4", "unexpected-request", f"a {method} request during initialize")
+
+
+def _close_quietly(impl: Impl) -> None:
+    with contextlib.suppress(Exception):
+        impl.close()
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        try:
+            if f is not None:
+                f.close()
+        except OSError:
+            pass
+    if proc.poll() is None:
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2.0)
+
+
+def serve_stdio(executor: InProcess, rfd: int = 0, wfd: int = 1) -> None:
+    """Run ``executor`` as an adapter process on the given descriptors until shutdown / EOF."""
+    peer = Peer(Channel(rfd, wfd), strict=False)
+
+    def handler(method: str, params: Json) -> Json:
+        try:
+            return executor.handle(method, params, lambda m, p: peer.request(m, p, handler))
+        except RpcError:
+            raise
+        except ProtocolFailure as f:
+            raise RpcError(INTERNAL, f"the harness broke the protocol: {f}") from None
+        except Exception as exc:  # never a traceback on the wire
+            raise RpcError(INTERNAL, f"internal error: {type(exc).__name__}") from None
+
+    peer.serve(handler)
+

@@ -1,0 +1,128 @@
+"""``loopspec fuzz``: stateful fuzzing of another implementation over the adapter protocol.
+
+Exit 0 when no divergence was found, 1 when one was (each shrunk case is in ``--out``), 2 on a
+usage error or when the implementation cannot be started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ._adapter import ImplFactory, StartError
+from ._rpc import ProtocolFailure
+from ._text import paint, use_color
+from .cli import EXIT_FOUND, EXIT_OK, UsageError
+
+
+def positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return v
+
+
+def add_impl_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--impl", required=True, metavar="CMD",
+                   help="the command that starts the implementation (it speaks spec/PROTOCOL.md on stdin/stdout)")
+    p.add_argument("--timeout", type=seconds, default=10.0, metavar="S",
+                   help="seconds to wait for each message from the implementation (default 10)")
+    p.add_argument("--cwd", help="working directory for the implementation")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("fuzz", help="fuzz an implementation over the adapter protocol and shrink every divergence",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_impl_options(p)
+    p.add_argument("--mode", choices=("batch", "loop"), default="batch", help="what to fuzz (default batch)")
+    p.add_argument("--max-examples", type=positive, default=200, metavar="N",
+                   help="Hypothesis examples to generate (each is a fresh process running several steps; default 200)")
+    p.add_argument("--steps", type=positive, default=8, metavar="N", help="steps (runs) per example (default 8)")
+    p.add_argument("--max-calls", type=positive, default=6, metavar="N", help="calls per batch or round (default 6)")
+    p.add_argument("--seed", type=int, help="random seed (printed, and recorded in every case, when not given)")
+    p.add_argument("--out", default="loopspec-fuzz", metavar="DIR",
+                   help="where cases, explanations and campaign.json go (default ./loopspec-fuzz)")
+    p.add_argument("--isolation", choices=("campaign", "example"), default="campaign",
+                   help="campaign (default): one process until the first divergence, then a fresh process per "
+                        "example while shrinking; example: a fresh process for every example (slower, every "
+                        "example reproducible on its own). Reported cases are always re-checked in a fresh process")
+    p.add_argument("--shrink-time", type=seconds, default=120.0, metavar="S",
+                   help="stop exploring S seconds after the first divergence; what was found is then minimized "
+                        "by deleting parts one at a time (default 120)")
+    p.add_argument("--quiet", action="store_true", help="print only the summary line")
+    p.set_defaults(handler=handle)
+
+
+def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
+    """A factory for ``--impl``, checked by one initialize handshake (exit 2 when that fails)."""
+    try:
+        factory = ImplFactory(args.impl, timeout=args.timeout, cwd=args.cwd, **kw)
+        probe = factory.open(mode)
+        factory.release(probe)
+    except StartError as exc:
+        raise UsageError(f"the implementation cannot start: {exc}") from None
+    except ProtocolFailure as f:
+        raise UsageError(f"the implementation cannot start: {f.code} {f.kind}: {f.detail}") from None
+    return factory
+
+
+def handle(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ._fuzz import Campaign  # imports Hypothesis: only when fuzzing
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        log = (out / "impl-stderr.log").open("ab")
+    except OSError as exc:
+        raise UsageError(f"--out {args.out}: {exc.strerror}") from None
+    color = use_color(sys.stderr)
+    say = (lambda m: None) if args.quiet else (lambda m: print(f"loopspec fuzz: {m}", file=sys.stderr, flush=True))
+    try:
+        factory = open_factory(args, args.mode, stderr_log=log)
+        try:
+            campaign = Campaign(factory, mode=args.mode, max_examples=args.max_examples, seed=args.seed, out=out,
+                                steps=args.steps, max_calls=args.max_calls, progress=say,
+                                isolation=args.isolation, shrink_seconds=args.shrink_time)
+            say(f"{factory.describe()}: {args.mode} mode, {args.max_examples} examples, seed {campaign.seed}")
+            result = campaign.run()
+        finally:
+            factory.close()
+    finally:
+        log.close()
+    st = result.stats
+    head = (f"{st['examples']} examples, {st['steps']} steps, {st['executionsObserved']} executions in "
+            f"{st['seconds']} s ({st['stepsPerSecond']} steps/s), seed {result.seed}")
+    if result.interrupted:
+        head += "; INTERRUPTED"
+    if result.ok:
+        print(f"{paint('no divergence', '32', color)}: {head}")
+        return EXIT_OK
+    print(f"{paint(f'{len(result.findings)} divergence(s)', '31;1', color)}: {head}")
+    for f in result.findings:
+        v = f.verdict.violation
+        assert v is not None
+        rep = "" if f.reproduced is not False else " [did not reproduce in a fresh process: P7]"
+        print(f"  {v.rule} {v.kind}" + (f" ({v.invariant})" if v.invariant else "")
+              + f": {f.calls} call(s) in {len(f.steps)} step(s){rep} → {out / (f.rule + '.txt')}")
+        if not args.quiet:
+            print("    " + v.explanation.splitlines()[-1])
+    print(f"campaign: {out / 'campaign.json'}")
+    return EXIT_FOUND

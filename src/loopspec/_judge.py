@@ -1,0 +1,1202 @@
+"""The judge: one comparison core for the fuzzer and the conformance oracle.
+
+Pure: a *trace* (plain JSON data: the configuration, the proposed calls and the exchange the
+harness observed) goes in, a :class:`Verdict` (plain data) comes out. The judge computes what the
+spec requires with the pure reference driver (:func:`loopspec._core.drive`), feeding it the tool
+outcomes the harness really gave, in execution order, and reports the FIRST divergence between
+that and what the implementation did, with the rule it breaks (SPEC.md), the invariant the
+observed behaviour violates (computed by the core's invariant checks on a state rebuilt from the
+observations), the request index, expected vs observed, and a "Let … Then …" explanation.
+
+The trace format (``loopspec-trace/1``) is documented in ``spec/PROTOCOL.md`` and has a JSON
+Schema in ``spec/schema/trace.schema.json``. A batch trace::
+
+    {"format": "loopspec-trace/1", "kind": "batch",
+     "config": {"tools": [{"name", "inputSchema"}], "budget", "mode", "principal"},
+     "calls": [ ... the proposal, verbatim ... ],
+     "events": [
+       {"type": "execute", "callId", "name", "arguments", "principal",
+        "outcome": {"status": "ok", "output"} | {"status": "error", "category"}},
+       {"type": "response", "result": {"results", "executed", "aborted"}},
+       {"type": "protocol-error", "code": "P1".."P7", "kind", "detail"}
+     ]}
+
+"First" means: the lowest request index; at one index a wrong execution comes before a wrong
+principal, which comes before a wrong answer; protocol failures (the run produced no answer)
+come after the executions observed before them; totals (``executed``, ``aborted``) come last.
+
+Loop traces (``"kind": "loop"``) are judged by :mod:`loopspec._judge_loop`, which reuses the
+pieces below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from . import _core as core
+from ._core import (
+    CODE_TABLE,
+    FAILURE_CATEGORIES,
+    Answer,
+    Limits,
+    Outcome,
+    RunConfig,
+    RunState,
+    canonical_json,
+)
+from ._spec import Spec, load_rules, load_spec
+from ._text import compact
+
+__all__ = [
+    "PROTOCOL_CODES",
+    "TRACE_FORMAT",
+    "TraceError",
+    "Verdict",
+    "Violation",
+    "judge",
+    "judge_batch",
+]
+
+Json = Any
+
+TRACE_FORMAT: Final = "loopspec-trace/1"
+
+#: Protocol findings: the implementation broke the adapter protocol (spec/PROTOCOL.md) rather than
+#: a rule of SPEC.md, so no answer could be compared.
+PROTOCOL_CODES: Final[Mapping[str, str]] = {
+    "P1": "the implementation process could not start, exited or closed its output",
+    "P2": "no message from the implementation within the per-request timeout",
+    "P3": "a line on the implementation's stdout that is not a JSON-RPC 2.0 message",
+    "P4": "a JSON-RPC envelope error: a response with the wrong id, an error response, an unknown method",
+    "P5": "a message whose params or result do not have the shape the protocol defines",
+    "P6": "the initialize handshake failed or the implementation lacks the capability for this mode",
+    "P7": "a divergence that a fresh process does not reproduce (state carried across runs, or nondeterminism)",
+}
+
+#: Fields an error answer may carry on the wire (R15: the structure, nothing else).
+ERROR_FIELDS: Final = frozenset({"id", "status", "code", "message", "next_action", "request_id"})
+
+
+class TraceError(ValueError):
+    """The trace itself is malformed (not a divergence of the implementation). Names the field."""
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where, self.message = where, message
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One divergence between the spec and the implementation."""
+
+    rule: str  # SPEC.md rule id (R6, ...) or a protocol code (P1..P7)
+    kind: str  # short machine-readable name, e.g. "replay-reexecuted"
+    index: int | None  # request index, when the divergence belongs to one request
+    expected: Json
+    observed: Json
+    explanation: str
+    invariant: str | None = None
+    invariants: tuple[str, ...] = ()  # every invariant the observed behaviour violates
+    transition: str | None = None  # the spec transition the expected behaviour takes at `index`
+    checked_by: tuple[str, ...] = ()  # the invariants SPEC.md cites for the rule ("Checked by:")
+
+    def to_json(self) -> dict[str, Json]:
+        return {
+            "rule": self.rule,
+            "kind": self.kind,
+            "invariant": self.invariant,
+            "invariants": list(self.invariants),
+            "checkedBy": list(self.checked_by),
+            "index": self.index,
+            "transition": self.transition,
+            "expected": self.expected,
+            "observed": self.observed,
+            "explanation": self.explanation,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judge's answer for one trace: ``ok``, or the first violation; plus both behaviours."""
+
+    violation: Violation | None
+    expected: Mapping[str, Json] = field(default_factory=dict)
+    observed: Mapping[str, Json] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+    def to_json(self) -> dict[str, Json]:
+        return {
+            "ok": self.ok,
+            "violation": None if self.violation is None else self.violation.to_json(),
+            "expected": dict(self.expected),
+            "observed": dict(self.observed),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Spec-derived lookups (never hand-copied: codes -> transitions -> rules)
+# --------------------------------------------------------------------------------------------
+
+
+_DEFAULT_SPEC: list[Spec] = []
+
+
+def default_spec() -> Spec:
+    """The shipped spec, loaded once (load_spec resolves its path on every call)."""
+    if not _DEFAULT_SPEC:
+        _DEFAULT_SPEC.append(load_spec())
+    return _DEFAULT_SPEC[0]
+
+
+_RULES: dict[str, dict[str, tuple[str, ...]]] = {}
+
+
+def _rules_by_id(spec: Spec) -> dict[str, tuple[str, ...]]:
+    """Rule id -> the invariants SPEC.md cites for it ("Checked by:"), for the spec next to ``spec``."""
+    key = spec.path
+    if key not in _RULES:
+        path = Path(spec.path).with_name("SPEC.md") if spec.path else None
+        try:
+            rules = load_rules(path, spec=spec) if path is not None and path.is_file() else load_rules(spec=spec)
+        except (OSError, ValueError):
+            rules = ()
+        _RULES[key] = {r.id: r.invariants for r in rules}
+    return _RULES[key]
+
+
+def _code_transition(spec: Spec, code: str) -> str | None:
+    for t in spec.transitions:
+        if t.code == code:
+            return t.id
+    return None
+
+
+def _effect_transition(spec: Spec, effect: str) -> str | None:
+    for t in spec.transitions:
+        if t.effect == effect and t.trigger != "cancel":
+            return t.id
+    return None
+
+
+def _escalation_transition(spec: Spec, kind: str) -> str | None:
+    for t in spec.transitions:
+        if t.escalates == kind:
+            return t.id
+    return None
+
+
+def _stop_transition(spec: Spec, reason: str | None) -> str | None:
+    for t in spec.transitions:
+        if t.stop_reason == reason:
+            return t.id
+    return None
+
+
+def end_rule(spec: Spec, s: RunState) -> str:
+    """The rule that ends a run the way the reference run ended (derived from the spec's transitions)."""
+    if s.aborted is not None:
+        tid = _escalation_transition(spec, core.code_kind(s.aborted[1]))
+    elif s.stop_reason == "FINAL_ANSWER":
+        return "R28"  # nothing after the final answer
+    else:
+        tid = _stop_transition(spec, s.stop_reason)
+    return spec.transition(tid).rules[0] if tid is not None else "R21"
+
+
+def rule_for_code(spec: Spec, code: str) -> str:
+    """The rule that says when a request is answered ``code``: the rules of the transition that
+    answers with it, without the generic check-order rule R1. Failure categories: R17."""
+    tid = _code_transition(spec, code)
+    if tid is not None:
+        rules = [r for r in spec.transition(tid).rules if r != "R1"]
+        if rules:
+            return rules[-1] if code in ("REQUEST_LIMIT", "DEADLINE_EXCEEDED", "TOOL_BUDGET_EXHAUSTED") else rules[0]
+    return "R17" if code in FAILURE_CATEGORIES else "R11"
+
+
+def _check_codes(spec: Spec) -> frozenset[str]:
+    """Codes answered by the ordered per-call checks (transitions citing R1)."""
+    return frozenset(t.code for t in spec.transitions if t.code is not None and "R1" in t.rules)
+
+
+def _check_order(spec: Spec) -> dict[str, int]:
+    """Code -> position of its check in R1's order (the order of the transitions answering it),
+    for the checks that reject a call before execution (failure categories excluded)."""
+    return {t.code: n for n, t in enumerate(spec.transitions)
+            if t.code is not None and "R1" in t.rules and core.code_kind(t.code) != "failure"}
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a trace
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ObservedExecution:
+    call_id: Json
+    name: Json
+    arguments: Json
+    principal: Json
+    outcome: Outcome
+
+    def to_json(self) -> dict[str, Json]:
+        out: dict[str, Json] = {"callId": self.call_id, "name": self.name, "arguments": self.arguments,
+                                "principal": self.principal}
+        out["outcome"] = ({"status": "ok", "output": self.outcome.output} if self.outcome.ok
+                          else {"status": "error", "category": self.outcome.category})
+        return out
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    tools: tuple[tuple[str, Json], ...]
+    budget: int
+    mode: str
+    principal: str
+    schemas: Mapping[str, core.ToolSchema]
+
+    def run_config(self) -> RunConfig:
+        return RunConfig(
+            schemas=self.schemas, limits=Limits(max_executions=self.budget), mode=self.mode,
+            on_limit="throw" if self.mode == "abort" else "error-result", principal=self.principal,
+            run_id="expected", batch=True,
+        )
+
+    def describe(self) -> str:
+        names = ", ".join(n for n, _ in self.tools) or "none"
+        return f"budget={self.budget}, mode={self.mode}, principal={self.principal!r}, tools=[{names}]"
+
+
+def _need(cond: bool, where: str, message: str) -> None:
+    if not cond:
+        raise TraceError(where, message)
+
+
+def parse_tools(raw: Json, where: str) -> tuple[tuple[tuple[str, Json], ...], dict[str, core.ToolSchema]]:
+    _need(isinstance(raw, list), where, "must be a list of {name, inputSchema}")
+    tools: list[tuple[str, Json]] = []
+    schemas: dict[str, core.ToolSchema] = {}
+    for i, t in enumerate(raw):
+        w = f"{where}[{i}]"
+        _need(isinstance(t, dict) and isinstance(t.get("name"), str) and t["name"] != "", w,
+              "must be an object with a non-empty string name")
+        name = t["name"]
+        _need(name not in schemas, f"{w}.name", f"tool {name!r} is listed twice")
+        try:
+            schemas[name] = core.parse_schema(t.get("inputSchema"), tool=name)
+        except core.ToolDefinitionError as exc:
+            raise TraceError(f"{w}.inputSchema{exc.field}", exc.message) from None
+        tools.append((name, t.get("inputSchema")))
+    return tuple(tools), schemas
+
+
+def parse_batch_config(raw: Json) -> BatchConfig:
+    _need(isinstance(raw, dict), "config", "must be an object")
+    tools, schemas = parse_tools(raw.get("tools"), "config.tools")
+    budget = raw.get("budget")
+    _need(isinstance(budget, int) and not isinstance(budget, bool) and budget >= 0, "config.budget",
+          "must be an integer >= 0")
+    mode = raw.get("mode", "abort")
+    _need(mode in core.MODES, "config.mode", f"must be one of {', '.join(core.MODES)}")
+    principal = raw.get("principal", "anonymous")
+    _need(isinstance(principal, str), "config.principal", "must be a string")
+    return BatchConfig(tools, budget, mode, principal, schemas)
+
+
+def parse_outcome(raw: Json, where: str) -> Outcome:
+    _need(isinstance(raw, dict), where, "must be an object")
+    if raw.get("status") == "ok":
+        _need("output" in raw, where, "an ok outcome needs an output")
+        return Outcome.success(raw["output"])
+    _need(raw.get("status") == "error" and raw.get("category") in FAILURE_CATEGORIES, where,
+          f"must be {{status: ok, output}} or {{status: error, category: one of {', '.join(FAILURE_CATEGORIES)}}}")
+    return Outcome.failure(raw["category"])
+
+
+def parse_execution(ev: Mapping[str, Json], where: str) -> ObservedExecution:
+    return ObservedExecution(ev.get("callId"), ev.get("name"), ev.get("arguments"), ev.get("principal"),
+                             parse_outcome(ev.get("outcome"), f"{where}.outcome"))
+
+
+# --------------------------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------------------------
+
+
+def same_json(a: Json, b: Json) -> bool:
+    """Equal as JSON values (keys unordered, 1 == 1.0, true != 1); non-JSON is never equal."""
+    ca = canonical_json(a)
+    return ca is not None and ca == canonical_json(b)
+
+
+def call_matches(call: Json, ex: ObservedExecution) -> bool:
+    """Is ``ex`` an execution of ``call`` (same id, name and canonical arguments)?"""
+    if not isinstance(call, dict):
+        return False
+    return (
+        same_json(call.get("id"), ex.call_id)
+        and same_json(call.get("name"), ex.name)
+        and same_json(call.get("arguments"), ex.arguments)
+    )
+
+
+def describe_call(call: Json) -> str:
+    if not isinstance(call, dict):
+        return f"<not an object: {compact(call, 30)}>"
+    cid = call.get("id")
+    cid_s = "<no id>" if "id" not in call else (repr(cid) if isinstance(cid, str) else compact(cid, 14))
+    name = call.get("name")
+    name_s = "<no name>" if "name" not in call else (name if isinstance(name, str) else compact(name, 20))
+    args = compact(call["arguments"], 40) if "arguments" in call else "<no arguments>"
+    return f"{cid_s} {name_s}({args})"
+
+
+def describe_execution(ex: ObservedExecution) -> str:
+    name = ex.name if isinstance(ex.name, str) else compact(ex.name, 20)
+    return f"{compact(ex.call_id, 14)} {name}({compact(ex.arguments, 40)})"
+
+
+def describe_answer(a: Json) -> str:
+    if not isinstance(a, dict):
+        return compact(a, 40)
+    if a.get("status") == "ok":
+        return f"ok {compact(a.get('output'), 40)}"
+    if a.get("status") == "error":
+        return f"error {a.get('code')}"
+    return compact(a, 40)
+
+
+def wire_answer(a: Answer) -> dict[str, Json]:
+    """The protocol-visible shape of an expected answer (R11, R15)."""
+    if a.status == "ok":
+        return {"id": a.call_id, "status": "ok", "output": a.output}
+    return {"id": a.call_id, "status": "error", "code": a.code}
+
+
+def let_clause(config_text: str, calls: Sequence[Json], *, limit: int = 12) -> str:
+    lines = [f"Let a batch with {config_text} propose"]
+    for i, c in enumerate(calls[:limit]):
+        lines.append(f"  #{i} {describe_call(c)}")
+    if len(calls) > limit:
+        lines.append(f"  … ({len(calls) - limit} more calls)")
+    return "\n".join(lines) + "."
+
+
+# --------------------------------------------------------------------------------------------
+# The expected behaviour: the pure reference driver, fed the observed outcomes in order
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Expected:
+    state: RunState
+    attempts: list[int]  # request index of each attempt, in order (what outcome_for was asked)
+
+    @property
+    def answers(self) -> list[Answer]:
+        return self.state.answers
+
+    def answer(self, index: int) -> Answer | None:
+        return self.state.answers[index] if index < len(self.state.answers) else None
+
+    def summary(self) -> dict[str, Json]:
+        s = self.state
+        return {
+            "results": [wire_answer(a) for a in s.answers],
+            "executed": s.executed,
+            "executions": [e.request for e in s.executions],
+            "aborted": None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]},
+            "status": s.status,
+            "stopReason": s.stop_reason,
+        }
+
+
+def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[Outcome]) -> Expected:
+    s = RunState(cfg.run_config())
+    feed = iter(outcomes)
+    attempts: list[int] = []
+
+    def outcome_for(st: RunState, ex: core.Execution) -> Outcome:
+        attempts.append(ex.request)
+        nxt = next(feed, None)
+        return nxt if nxt is not None else Outcome.success(None)
+
+    core.drive(s, lambda st: list(calls), outcome_for)
+    return Expected(s, attempts)
+
+
+# --------------------------------------------------------------------------------------------
+# Describing what the spec does with a request (for explanations)
+# --------------------------------------------------------------------------------------------
+
+
+def spec_answer_text(spec: Spec, exp: Expected, calls: Sequence[Json], index: int) -> tuple[str, str | None, str]:
+    """(what the spec does with request ``index``, its transition id, why) from the reference run."""
+    s = exp.state
+    a = exp.answer(index)
+    what = "batch" if s.config.batch else "run"
+    if a is None:
+        if s.aborted is not None and s.aborted[0] == index:
+            code = s.aborted[1]
+            kind = core.code_kind(code)
+            t = _escalation_transition(spec, kind)
+            how = (f"in {s.config.mode} mode" if kind != "limit" else f"with the limit policy {s.config.on_limit}")
+            return (f"ends the {what}: it is answered {code}, which {how} ends it, so it gets no "
+                    f"entry in results and aborted = {{index: {index}, code: {code}}}", t,
+                    _why_code(s, calls, index, code))
+        if s.aborted is not None and index > s.aborted[0]:
+            return (f"is never processed: the {what} already ended at request #{s.aborted[0]} "
+                    f"({s.aborted[1]}, {end_rule(spec, s)})", _escalation_transition(spec, core.code_kind(s.aborted[1])), "")
+        if index >= len(s.requests) and s.status is not None:
+            return (f"is never processed: the {what} already ended ({s.status}, {s.stop_reason}, "
+                    f"{end_rule(spec, s)})", _stop_transition(spec, s.stop_reason), "")
+        return (f"is not part of the {what}", None, "")
+    if a.code is not None:
+        why = _why_code(s, calls, index, a.code)
+        if a.executed:
+            return (f"is executed, the tool fails with {a.code}, and the request is answered {a.code} "
+                    "(nothing is stored)", _effect_transition(spec, "answer_failure"), why)
+        return f"is answered {a.code} and never executes", _code_transition(spec, a.code), why
+    if a.replayed:
+        call = calls[index]
+        b = s.bindings.get(call["id"]) if isinstance(call, dict) and isinstance(call.get("id"), str) else None
+        src = f"#{b.success_at}" if b is not None and b.success_at is not None else "an earlier request"
+        return (f"is a replay of {src} (same id, same content, stored success): it is answered with exactly "
+                f"the stored output {compact(a.output, 40)} and nothing executes",
+                _effect_transition(spec, "answer_replay"), "")
+    return (f"is executed once and answered with the tool's output {compact(a.output, 40)}",
+            _effect_transition(spec, "store_success"), "")
+
+
+def spec_says(spec: Spec, exp: Expected, calls: Sequence[Json], index: int) -> str:
+    """What the spec does with request ``index``, with the reason, as one clause."""
+    if index >= len(calls):
+        return "does not exist"
+    text, _, why = spec_answer_text(spec, exp, calls, index)
+    return f"{text}, because {why}" if why else text
+
+
+def _why_code(s: RunState, calls: Sequence[Json], index: int, code: str) -> str:
+    call = calls[index] if index < len(calls) else None
+    name = call.get("name") if isinstance(call, dict) else None
+    if code == "INVALID_CALL":
+        return "the call is malformed (R2)"
+    if code == "UNKNOWN_TOOL":
+        return f"tool {name!r} is not registered for the batch (R3)"
+    if code == "INVALID_ARGUMENT":
+        return f"its arguments do not satisfy the input schema of {name!r} (R4)"
+    if code == "ID_CONFLICT":
+        cid = call.get("id") if isinstance(call, dict) else None
+        b = s.bindings.get(cid) if isinstance(cid, str) else None
+        at = f"#{b.bound_at}" if b is not None else "an earlier request"
+        return f"id {cid!r} is already bound to other content by {at} (R7)"
+    if code == "BUDGET_EXHAUSTED":
+        b = s.config.limits.max_executions
+        if b == 0:
+            return "a budget of 0 admits no execution at all (R9)"
+        return f"the budget of {b} execution(s) is already used up by the executions before it (R9)"
+    if code in FAILURE_CATEGORIES:
+        return f"the tool failed with {code} (R17)"
+    return ""
+
+
+# --------------------------------------------------------------------------------------------
+# Rebuilding a core state from the observations, to name the invariant that breaks
+# --------------------------------------------------------------------------------------------
+
+
+def observed_invariants(
+    cfg: RunConfig,
+    calls: Sequence[Json],
+    attributed: Sequence[tuple[int | None, ObservedExecution]],
+    results: Sequence[Json],
+    aborted: Json,
+) -> tuple[str, ...]:
+    """The core invariants violated by the observed behaviour, evaluated on a RunState rebuilt from
+    it. Best effort: an invariant that cannot be evaluated on the rebuilt state is not reported."""
+    try:
+        last = len(calls)
+        if isinstance(aborted, dict) and isinstance(aborted.get("index"), int):
+            last = min(len(calls), aborted["index"] + 1)
+        s = RunState(cfg)
+        s.requests = [core.Request(i, 1, *_call_fields(c)) for i, c in enumerate(calls[:last])]
+        executed_idx: set[int] = set()
+        for k, (idx, ex) in enumerate(attributed):
+            if idx is None or idx >= last or not isinstance(ex.name, str):
+                continue
+            s.executions.append(core.Execution(idx, ex.name, ex.principal if isinstance(ex.principal, str) else "",
+                                               k + 1, 1, ex.outcome))
+            s.per_tool[ex.name] = s.per_tool.get(ex.name, 0) + 1
+            executed_idx.add(idx)
+        for j, r in enumerate(results[:last]):
+            if not isinstance(r, dict):
+                continue
+            ok = r.get("status") == "ok"
+            code = None if ok else (r.get("code") if isinstance(r.get("code"), str) else "?")
+            s.answers.append(Answer(j, 1, r.get("id"), "ok" if ok else "error", r.get("output") if ok else None,
+                                    code, replayed=ok and j not in executed_idx, executed=j in executed_idx))
+        for r in s.requests:
+            admitted = core.within(r.index, cfg.limits.max_requests)
+            if admitted and core._passes_structure(cfg, r) and isinstance(r.call_id, str):
+                assert isinstance(r.name, str) and isinstance(r.arguments, dict)
+                s.bindings.setdefault(r.call_id, core.Binding(r.name, core.content_key(r.name, r.arguments), r.index))
+        if isinstance(aborted, dict) and isinstance(aborted.get("index"), int) and aborted.get("code") in CODE_TABLE:
+            s.aborted = (aborted["index"], aborted["code"])
+            s.status, s.stop_reason = "REJECTED", CODE_TABLE[aborted["code"]][2]
+        else:
+            s.status, s.stop_reason = "COMPLETED", "END_OF_BATCH"
+        s.terminations = 1
+    except Exception:
+        return ()
+    out = []
+    for name, check in core.INVARIANTS.items():
+        try:
+            if not check(s):
+                out.append(name)
+        except Exception:
+            continue
+    return tuple(out)
+
+
+def _call_fields(c: Json) -> tuple[Json, Json, Json]:
+    if isinstance(c, dict):
+        return c.get("id"), c.get("name"), c.get("arguments")
+    return None, None, None
+
+
+def pick_invariant(spec: Spec, rule: str, violated: Sequence[str]) -> str | None:
+    cited = _rules_by_id(spec).get(rule, ())
+    for inv in violated:
+        if inv in cited:
+            return inv
+    return cited[0] if len(cited) == 1 else None
+
+
+# --------------------------------------------------------------------------------------------
+# Comparing: executions, principal, answers, totals
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Finding:
+    """A divergence before enrichment (invariants, transition, explanation)."""
+
+    order: tuple[int, int]  # (request index or a large number, tie-break) — smaller is first
+    rule: str
+    kind: str
+    index: int | None
+    expected: Json
+    observed: Json
+    then: str  # the "Then … but …" part of the explanation
+
+
+_LAST: Final = 1 << 30
+
+
+def attribute_executions(
+    calls: Sequence[Json], exp_attempts: Sequence[int], observed: Sequence[ObservedExecution]
+) -> tuple[list[tuple[int | None, ObservedExecution]], int | None]:
+    """Attribute each observed execution to a request; return them and the first mismatch position.
+
+    Executions that match the expected sequence position by position are attributed to the
+    expected request. From the first mismatch on, each is attributed to the first request after
+    the previous attribution whose (id, name, arguments) it carries, else to any such request,
+    else to none.
+    """
+    out: list[tuple[int | None, ObservedExecution]] = []
+    first_mismatch: int | None = None
+    prev = -1
+    for k, ex in enumerate(observed):
+        if first_mismatch is None and k < len(exp_attempts) and call_matches(calls[exp_attempts[k]], ex):
+            prev = exp_attempts[k]
+            out.append((prev, ex))
+            continue
+        if first_mismatch is None:
+            first_mismatch = k
+        idx = next((i for i in range(prev + 1, len(calls)) if call_matches(calls[i], ex)), None)
+        if idx is None and k > 0 and out[k - 1][0] == prev and prev >= 0 and call_matches(calls[prev], ex) and (
+                not observed[k - 1].outcome.ok):
+            idx = prev  # another attempt of the request that just failed: a retry
+        if idx is None:
+            idx = next((i for i in range(len(calls)) if call_matches(calls[i], ex)), None)
+        if idx is not None:
+            prev = max(prev, idx)
+        out.append((idx, ex))
+    if first_mismatch is None and len(observed) < len(exp_attempts):
+        first_mismatch = len(observed)
+    return out, first_mismatch
+
+
+def _execution_finding(
+    spec: Spec, exp: Expected, calls: Sequence[Json], observed: Sequence[ObservedExecution],
+    attributed: Sequence[tuple[int | None, ObservedExecution]], k: int, results: Sequence[Json] | None,
+    protocol_failed: bool,
+) -> _Finding | None:
+    """The divergence at execution position ``k`` (the first mismatch)."""
+    exp_req = exp.attempts[k] if k < len(exp.attempts) else None
+    obs = attributed[k] if k < len(attributed) else None
+    obs_req = obs[0] if obs is not None else None
+    if obs is None and protocol_failed:
+        return None  # the run stopped before this execution: the protocol failure explains it
+    executed_wrongly = obs is not None and (
+        (obs_req is None and exp_req is None) or (obs_req is not None and (exp_req is None or obs_req < exp_req))
+    )
+    if executed_wrongly:
+        assert obs is not None
+        ex = obs[1]
+        observed_j = {"execution": k + 1, **ex.to_json()}
+        if obs_req is None:
+            listed = isinstance(ex.name, str) and ex.name in exp.state.config.schemas
+            rule = "R3" if not listed else "R1"
+            return _Finding(
+                (_LAST - 1, 0), rule, "executed-unproposed-call", None,
+                {"executions": len(exp.attempts)}, observed_j,
+                f"Then only the calls above may execute (and only those passing the checks, R1); but the "
+                f"implementation executed {describe_execution(ex)}, which is not one of them"
+                + ("" if listed else " and names no registered tool (R3)") + ".",
+            )
+        what, _, why = spec_answer_text(spec, exp, calls, obs_req)
+        a = exp.answer(obs_req)
+        prev_same = k > 0 and attributed[k - 1][0] == obs_req
+        if prev_same:
+            failed = attributed[k - 1][1].outcome
+            retries = exp.state.config.limits.max_retries
+            cat = failed.category
+            why_not = (f"its execution failed with {cat}, which is not retried" if cat != "DEPENDENCY_TEMPORARY"
+                       else f"max_retries is {retries} and its retries are used up")
+            return _Finding(
+                (obs_req, 0), "R23", "retried-beyond-budget", obs_req,
+                {"attempts": exp.attempts.count(obs_req)}, {"attempt": k + 1, **attributed[k][1].to_json()},
+                f"Then request #{obs_req} {what}; its execution is attempted {exp.attempts.count(obs_req)} time(s) "
+                f"({why_not}, R23); but the implementation entered the tool again (attempt {k + 1}: "
+                f"{describe_execution(attributed[k][1])}).",
+            )
+        if a is not None and a.replayed:
+            rule, kind = "R6", "replay-reexecuted"
+        elif a is not None and a.code is not None and not a.executed:
+            rule, kind = rule_for_code(spec, a.code), f"executed-despite-{a.code.lower().replace('_', '-')}"
+        elif exp.state.aborted is not None and obs_req > exp.state.aborted[0]:
+            rule, kind = end_rule(spec, exp.state), "executed-after-abort"
+        elif obs_req >= len(exp.state.requests):
+            rule, kind = end_rule(spec, exp.state), "executed-after-end"
+        elif exp.state.aborted is not None and obs_req == exp.state.aborted[0]:
+            code = exp.state.aborted[1]
+            rule, kind = rule_for_code(spec, code), f"executed-despite-{code.lower().replace('_', '-')}"
+        elif a is not None and a.executed:
+            rule, kind = "R12", "executed-twice"
+        else:
+            rule, kind = "R12", "unexpected-execution"
+        because = f" because {why}" if why else ""
+        return _Finding(
+            (obs_req, 0), rule, kind, obs_req,
+            {"answer": None if a is None else wire_answer(a), "executes": False}, observed_j,
+            f"Then request #{obs_req} {what}{because}; but the implementation executed it "
+            f"(execution {k + 1}: {describe_execution(ex)}).",
+        )
+    assert exp_req is not None
+    if k > 0 and exp.attempts[k - 1] == exp_req:  # the spec retries here (R23)
+        answer = results[exp_req] if results is not None and exp_req < len(results) else None
+        return _Finding(
+            (exp_req, 0), "R23", "retry-missing", exp_req, {"attempts": exp.attempts.count(exp_req)},
+            {"answer": answer, "instead": None if obs is None else obs[1].to_json()},
+            f"Then request #{exp_req}'s execution failed with DEPENDENCY_TEMPORARY and max_retries "
+            f"({exp.state.config.limits.max_retries}) allows another attempt within the same execution, so the "
+            f"tool is entered again (R23, the machine's transition T22 fires first); but the implementation did "
+            f"not retry" + (f" (it answered {describe_answer(answer)})" if answer is not None else "") + ".",
+        )
+    # the spec executes request exp_req here and the implementation did not
+    call = calls[exp_req]
+    answer = results[exp_req] if results is not None and exp_req < len(results) else None
+    observed_j: dict[str, Json] = {"answer": answer, "executes": False}
+    if obs is not None:
+        observed_j["instead"] = {"execution": k + 1, **obs[1].to_json()}
+    rule, kind = "R12", "execution-missing"
+    earlier = [i for i in range(exp_req) if isinstance(calls[i], dict) and isinstance(call, dict)
+               and same_json(calls[i].get("name"), call.get("name"))
+               and same_json(calls[i].get("arguments"), call.get("arguments"))]
+    same_id_before = [i for i in earlier if same_json(calls[i].get("id"), call.get("id"))]
+    if isinstance(answer, dict) and answer.get("status") == "error" and isinstance(answer.get("code"), str):
+        code = answer["code"]
+        if code in FAILURE_CATEGORIES and same_id_before:
+            rule, kind = "R10", "failure-cached"
+        elif code == "BUDGET_EXHAUSTED":
+            rule, kind = "R9", "budget-refused-too-early"
+        elif code in CODE_TABLE:
+            rule, kind = rule_for_code(spec, code), f"wrongly-answered-{code.lower().replace('_', '-')}"
+    elif isinstance(answer, dict) and answer.get("status") == "ok":
+        if same_id_before:
+            rule, kind = "R10", "failure-not-retried"
+        elif earlier:
+            rule, kind = "R8", "deduplicated-by-content"
+        else:
+            rule, kind = "R12", "answered-without-executing"
+    elif answer is None and results is not None:
+        rule, kind = "R11", "execution-missing"
+    what = ("passes every check with the budget not yet used up, so it must be executed (the tool is entered "
+            "once for it)")
+    reason = ""
+    if kind == "deduplicated-by-content":
+        reason = (f" (its id differs from #{earlier[-1]}, which has the same content: distinct ids are distinct "
+                  "requests, R8)")
+    elif kind in ("failure-cached", "failure-not-retried"):
+        reason = f" (#{same_id_before[-1]} with the same id and content failed, and failures are never stored, R10)"
+    did = f"answered it {describe_answer(answer)} without executing it" if answer is not None else "did not execute it"
+    if obs is not None:
+        did += f" (its execution {k + 1} was {describe_execution(obs[1])} instead)"
+    return _Finding(
+        (exp_req, 0), rule, kind, exp_req, {"answer": _wire_or_none(exp.answer(exp_req)), "executes": True},
+        observed_j, f"Then request #{exp_req} {what}{reason}; but the implementation {did}.",
+    )
+
+
+def _wire_or_none(a: Answer | None) -> Json:
+    return None if a is None else wire_answer(a)
+
+
+def _principal_finding(
+    exp: Expected, calls: Sequence[Json], attributed: Sequence[tuple[int | None, ObservedExecution]],
+    upto: int,
+) -> _Finding | None:
+    want = exp.state.config.principal
+    for k, (idx, ex) in enumerate(attributed[:upto]):
+        if ex.principal != want:
+            return _Finding(
+                (idx if idx is not None else _LAST - 1, 1), "R16", "untrusted-principal", idx,
+                {"principal": want}, {"principal": ex.principal, "execution": k + 1, **ex.to_json()},
+                f"Then every execution receives the {'batch' if exp.state.config.batch else 'run'}'s trusted "
+                f"principal {want!r} in its context, whatever "
+                f"the arguments say (R16); but execution {k + 1} ({describe_execution(ex)}) received "
+                f"{compact(ex.principal, 30)}.",
+            )
+    return None
+
+
+def _answer_finding(spec: Spec, exp: Expected, calls: Sequence[Json], results: Sequence[Json],
+                    aborted_obs: Json, executed: frozenset[int]) -> _Finding | None:
+    exp_answers = exp.answers
+    mode = exp.state.config.mode
+    check_codes = _check_codes(spec)
+    exp_abort = exp.state.aborted
+    obs_abort_at = aborted_obs.get("index") if isinstance(aborted_obs, dict) else None
+    n = max(len(exp_answers), len(results))
+    for i in range(n):
+        e = exp_answers[i] if i < len(exp_answers) else None
+        o = results[i] if i < len(results) else None
+        what = spec_says(spec, exp, calls, i)
+        if o is None:
+            assert e is not None
+            if obs_abort_at == i and isinstance(aborted_obs, dict):
+                code = aborted_obs.get("code")
+                did = (f"ended the {'batch' if exp.state.config.batch else 'run'} there "
+                       f"(aborted = {compact(aborted_obs, 50)})")
+                if e.code is not None and code == e.code:  # the right answer, but it must not escalate here
+                    rule = ("R20" if core.code_kind(code) == "limit" else "R14" if mode == "continue" else "R13")
+                    return _Finding((i, 2), rule, "aborted-wrongly", i,
+                                    {"answer": wire_answer(e)}, {"answer": None, "aborted": aborted_obs},
+                                    f"Then request #{i} {what}, and the {'batch' if exp.state.config.batch else 'run'} "
+                                    f"goes on ({mode} mode, limit policy {exp.state.config.on_limit}); but the "
+                                    f"implementation {did}.")
+                as_answer = {"id": e.call_id, "status": "error", "code": code}
+                f = _compare_answer(spec, exp, calls, i, e, as_answer, what, check_codes, executed, did=did)
+                if f is not None:
+                    f.observed = {"answer": None, "aborted": aborted_obs}
+                    return f
+            if exp_abort is not None and i < exp_abort[0]:
+                rule, kind = "R13", "answers-lost-on-abort"
+                did = (f"returned only {len(results)} result(s) with aborted = {compact(aborted_obs, 40)}: the "
+                       f"answers before the aborting request #{exp_abort[0]} must be kept")
+            else:
+                rule, kind = "R11", "answer-missing"
+                did = f"returned no answer for it (only {len(results)} result(s))"
+            return _Finding((i, 2), rule, kind, i, {"answer": wire_answer(e)}, {"answer": None, "results": len(results)},
+                            f"Then request #{i} {what}; but the implementation {did}.")
+        if e is None:
+            if exp_abort is not None and exp_abort[0] == i:
+                code = exp_abort[1]
+                if isinstance(o, dict) and o.get("status") == "error" and o.get("code") == code:
+                    did = f"answered it {describe_answer(o)} in results" + (
+                        "" if aborted_obs is None else f" and reported aborted = {compact(aborted_obs, 40)}")
+                    return _Finding((i, 2), "R13", "aborting-request-answered", i, {"answer": None,
+                                    "aborted": {"index": i, "code": code}}, {"answer": o, "aborted": aborted_obs},
+                                    f"Then request #{i} {what}; but the implementation {did}.")
+                would = Answer(i, 1, core.answer_id(calls[i].get("id") if isinstance(calls[i], dict) else None),
+                               "error", code=code)
+                f = _compare_answer(spec, exp, calls, i, would, o, what, check_codes, executed)
+                if f is not None:
+                    return f
+            return _Finding((i, 2), "R11", "extra-answer", i, {"answer": None}, {"answer": o},
+                            f"Then request #{i} {what}; but the implementation returned an extra result "
+                            f"{compact(o, 50)}.")
+        f = _compare_answer(spec, exp, calls, i, e, o, what, check_codes, executed)
+        if f is not None:
+            return f
+    return None
+
+
+def _same_content_note(calls: Sequence[Json], i: int) -> str:
+    """Why an ID_CONFLICT is wrong: the id's first request has the same canonical content."""
+    call = calls[i]
+    if not isinstance(call, dict):
+        return ""
+    for j in range(i):
+        c = calls[j]
+        if isinstance(c, dict) and same_json(c.get("id"), call.get("id")):
+            if same_json(c.get("name"), call.get("name")) and same_json(c.get("arguments"), call.get("arguments")):
+                return (f", although its content equals that of #{j}, which bound the id (same tool, same canonical "
+                        f"arguments: object keys unordered, 1 equal to 1.0)")
+            return ""
+    return ""
+
+
+def _failed_before(calls: Sequence[Json], answers: Sequence[Answer], i: int, code: str) -> int | None:
+    """An earlier request with the same id and content whose execution failed with ``code``."""
+    call = calls[i] if i < len(calls) else None
+    if not isinstance(call, dict):
+        return None
+    for j in range(min(i, len(answers))):
+        a, c = answers[j], calls[j]
+        if (a.executed and a.code == code and isinstance(c, dict) and same_json(c.get("id"), call.get("id"))
+                and same_json(c.get("name"), call.get("name"))
+                and same_json(c.get("arguments"), call.get("arguments"))):
+            return j
+    return None
+
+
+def _reuse(calls: Sequence[Json], answers: Sequence[Answer], i: int, output: Json) -> tuple[str, int] | None:
+    """Did the implementation answer request ``i`` with an earlier request's output it must not reuse?
+    ("R8", j): same content under another id; ("R7", j): the same id, bound to other content."""
+    call = calls[i] if i < len(calls) else None
+    if not isinstance(call, dict):
+        return None
+    for j in range(min(i, len(answers))):
+        a, c = answers[j], calls[j]
+        if a.status != "ok" or not isinstance(c, dict) or not same_json(a.output, output):
+            continue
+        same_id = same_json(c.get("id"), call.get("id"))
+        same_content = same_json(c.get("name"), call.get("name")) and same_json(c.get("arguments"), call.get("arguments"))
+        if same_content and not same_id:
+            return "R8", j
+        if same_id and not same_content:
+            return "R7", j
+    return None
+
+
+def _compare_answer(spec: Spec, exp: Expected, calls: Sequence[Json], i: int, e: Answer, o: Json, what: str,
+                    check_codes: frozenset[str], executed: frozenset[int], did: str = "") -> _Finding | None:
+    want = wire_answer(e)
+
+    def finding(rule: str, kind: str, text: str) -> _Finding:
+        if did:  # the answer was an abort: say so instead of "answered CODE"
+            code = o.get("code") if isinstance(o, dict) else None
+            text = text.replace(f"answered {code}", did, 1) if f"answered {code}" in text else f"{did} and {text}"
+        return _Finding((i, 2), rule, kind, i, {"answer": want}, {"answer": o},
+                        f"Then request #{i} {what}; but the implementation {text}.")
+
+    if (isinstance(o, dict) and o.get("status") == "error" and o.get("code") in FAILURE_CATEGORIES
+            and i not in executed and e.code != o.get("code")):
+        j = _failed_before(calls, exp.answers, i, o["code"])
+        if j is not None:
+            return finding("R10", "failure-cached", f"answered it {o['code']} without executing it: the failure of "
+                           f"#{j} (same id, same content) was stored, and failures are never stored (R10)")
+    if isinstance(o, dict) and o.get("status") == "ok" and i not in executed and not (e.status == "ok" and e.replayed):
+        reused = _reuse(calls, exp.answers, i, o.get("output"))
+        if reused is not None:
+            rule_id, j = reused
+            if rule_id == "R8":
+                return finding("R8", "deduplicated-by-content",
+                               f"answered it ok with the output of #{j}, which has the same content under another "
+                               "id, without executing it: distinct ids are distinct requests (R8)")
+            return finding("R7", "conflict-reused", f"answered it ok with the stored output of #{j}, which has the "
+                           "same id but other content (R7)")
+
+    if not same_json(o.get("id"), e.call_id) or ("id" not in o):
+        ids = [c.get("id") if isinstance(c, dict) else None for c in calls]
+        other = [j for j, cid in enumerate(ids) if j != i and same_json(cid, o.get("id"))]
+        if other:
+            return finding("R11", "answers-out-of-order",
+                           f"put an answer for id {compact(o.get('id'), 20)} (request #{other[0]}) at position {i}")
+        return finding("R11", "wrong-answer-id", f"answered with id {compact(o.get('id'), 20)}")
+    status, code = o.get("status"), o.get("code")
+    if status == "error":
+        if code not in CODE_TABLE:
+            return finding("R15", "unknown-error-code", f"answered with the code {compact(code, 30)}, which the spec does not define")
+        extra = sorted(set(o) - ERROR_FIELDS)
+        if extra:
+            return finding("R15", "unsafe-error", f"answered {code} with extra fields {', '.join(extra)} "
+                           f"({compact({k: o[k] for k in extra}, 60)}): an error answer is exactly (code, "
+                           "message, next_action, request_id)")
+        if "message" in o and o["message"] != CODE_TABLE[code][3]:
+            return finding("R15", "unsafe-error-message", f"answered {code} with the message {compact(o['message'], 60)} "
+                           f"instead of the code's fixed safe message {CODE_TABLE[code][3]!r}")
+        if "next_action" in o and o["next_action"] != CODE_TABLE[code][1]:
+            return finding("R15", "wrong-next-action", f"answered {code} with next_action {compact(o['next_action'], 30)} "
+                           f"instead of {CODE_TABLE[code][1]}")
+    if e.status == "ok":
+        if status == "ok":
+            if same_json(o.get("output"), e.output):
+                return None
+            if e.replayed:
+                return finding("R6", "replay-wrong-output", f"answered with {compact(o.get('output'), 40)}")
+            return finding("R11", "wrong-output", f"answered with {compact(o.get('output'), 40)}, which is not what "
+                           "the tool returned for it")
+        if status == "error":
+            if e.replayed:
+                note = _same_content_note(calls, i) if code == "ID_CONFLICT" else ""
+                return finding("R6", "replay-refused", f"answered {code}{note}")
+            if code in FAILURE_CATEGORIES:
+                return finding("R17", "invented-failure", f"answered {code} though the tool succeeded")
+            return finding(rule_for_code(spec, code), f"wrongly-answered-{code.lower().replace('_', '-')}",
+                           f"answered {code}")
+        return finding("R11", "malformed-answer", f"answered {compact(o, 50)}")
+    assert e.code is not None
+    if status == "ok":
+        if e.code == "ID_CONFLICT":
+            return finding("R7", "conflict-reused", f"answered it ok with {compact(o.get('output'), 40)}")
+        if e.code in FAILURE_CATEGORIES:
+            return finding("R17", "failure-hidden", f"answered it ok with {compact(o.get('output'), 40)}")
+        return finding(rule_for_code(spec, e.code), f"missed-{e.code.lower().replace('_', '-')}",
+                       f"answered it ok with {compact(o.get('output'), 40)}")
+    if status != "error":
+        return finding("R11", "malformed-answer", f"answered {compact(o, 50)}")
+    if code == e.code:
+        return None
+    if e.code in FAILURE_CATEGORIES and code in FAILURE_CATEGORIES:
+        return finding("R17", "wrong-failure-category", f"answered {code}")
+    order = _check_order(spec)
+    if e.code in order and code in order:
+        if order[code] < order[e.code]:  # the spec's check for `code` passed: the implementation's is wrong
+            return finding(rule_for_code(spec, code), f"wrongly-answered-{code.lower().replace('_', '-')}",
+                           f"answered {code}{_same_content_note(calls, i) if code == 'ID_CONFLICT' else ''}")
+        # a later check answered: the implementation skipped (or postponed) the check that must decide
+        return finding(rule_for_code(spec, e.code), "check-order",
+                       f"answered {code}, a later check: the checks run in the order of R1 and the first that "
+                       f"fails, here {e.code}, decides the answer")
+    return finding(rule_for_code(spec, e.code), f"wrong-code-{e.code.lower().replace('_', '-')}", f"answered {code}")
+
+
+# --------------------------------------------------------------------------------------------
+# The response shape (P5)
+# --------------------------------------------------------------------------------------------
+
+
+def check_batch_result_shape(result: Json) -> str | None:
+    """``None`` when ``result`` has the shape of a batch.run result, else a message naming the field."""
+    if not isinstance(result, dict):
+        return "result: must be an object {results, executed, aborted}"
+    results = result.get("results")
+    if not isinstance(results, list):
+        return "result.results: must be a list"
+    err = check_results_shape(results, "result.results")
+    if err:
+        return err
+    ex = result.get("executed")
+    if not isinstance(ex, int) or isinstance(ex, bool) or ex < 0:
+        return "result.executed: must be an integer >= 0"
+    if "aborted" not in result:
+        return "result.aborted: missing (null when the batch did not abort)"
+    ab = result["aborted"]
+    if ab is not None and not (
+        isinstance(ab, dict) and isinstance(ab.get("index"), int) and not isinstance(ab.get("index"), bool)
+        and isinstance(ab.get("code"), str)
+    ):
+        return "result.aborted: must be null or {index: integer, code: string}"
+    return None
+
+
+def check_results_shape(results: Sequence[Json], where: str) -> str | None:
+    for j, r in enumerate(results):
+        w = f"{where}[{j}]"
+        if not isinstance(r, dict):
+            return f"{w}: must be an object"
+        if "id" not in r or not (r["id"] is None or isinstance(r["id"], str)):
+            return f"{w}.id: must be a string or null"
+        if r.get("status") == "ok":
+            if "output" not in r:
+                return f"{w}.output: missing"
+        elif r.get("status") == "error":
+            if not isinstance(r.get("code"), str):
+                return f"{w}.code: must be a string"
+        else:
+            return f"{w}.status: must be \"ok\" or \"error\""
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# The judge
+# --------------------------------------------------------------------------------------------
+
+
+def judge(trace: Json, *, spec: Spec | None = None) -> Verdict:
+    """Judge one trace (batch or loop). Raises :class:`TraceError` for a malformed trace."""
+    _need(isinstance(trace, dict), "trace", "must be an object")
+    _need(trace.get("format") == TRACE_FORMAT, "trace.format", f"must be {TRACE_FORMAT!r}")
+    kind = trace.get("kind")
+    if kind == "batch":
+        return judge_batch(trace, spec=spec)
+    if kind == "loop":
+        from ._judge_loop import judge_loop
+
+        return judge_loop(trace, spec=spec)
+    raise TraceError("trace.kind", "must be \"batch\" or \"loop\"")
+
+
+def split_events(events: Json) -> tuple[list[ObservedExecution], list[Mapping[str, Json]], dict[str, Json] | None,
+                                        dict[str, Json] | None]:
+    """(executions, model events, the response event, the protocol error event)."""
+    _need(isinstance(events, list), "trace.events", "must be a list")
+    execs: list[ObservedExecution] = []
+    models: list[Mapping[str, Json]] = []
+    response: dict[str, Json] | None = None
+    perr: dict[str, Json] | None = None
+    for n, ev in enumerate(events):
+        where = f"trace.events[{n}]"
+        _need(isinstance(ev, dict), where, "must be an object")
+        t = ev.get("type")
+        _need(response is None and perr is None, where, "no event may follow the response or a protocol error")
+        if t == "execute":
+            execs.append(parse_execution(ev, where))
+        elif t == "model":
+            models.append(ev)
+        elif t == "response":
+            _need("result" in ev, where, "a response event needs a result")
+            response = ev
+        elif t == "protocol-error":
+            _need(ev.get("code") in PROTOCOL_CODES, f"{where}.code", f"must be one of {', '.join(PROTOCOL_CODES)}")
+            perr = ev
+        else:
+            raise TraceError(f"{where}.type", "must be execute, model, response or protocol-error")
+    return execs, models, response, perr
+
+
+def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdict:
+    spec = spec or default_spec()
+    cfg = parse_batch_config(trace.get("config"))
+    calls = trace.get("calls")
+    _need(isinstance(calls, list), "trace.calls", "must be a list")
+    execs, _models, response, perr = split_events(trace.get("events"))
+    _need(response is not None or perr is not None, "trace.events",
+          "must end with a response or a protocol-error event")
+    exp = expected_batch(cfg, calls, [e.outcome for e in execs])
+    attributed, mismatch = attribute_executions(calls, exp.attempts, execs)
+    result = response.get("result") if response is not None else None
+    shape_error = check_batch_result_shape(result) if response is not None else None
+    results: list[Json] | None = None
+    aborted_obs: Json = None
+    if response is not None and shape_error is None:
+        assert isinstance(result, dict)
+        results, aborted_obs = result["results"], result["aborted"]
+    observed = {
+        "executions": [{"request": idx, **ex.to_json()} for idx, ex in attributed],
+        "response": result,
+    }
+    if perr is not None:
+        observed["protocolError"] = dict(perr)
+
+    findings: list[_Finding] = []
+    if mismatch is not None:
+        f = _execution_finding(spec, exp, calls, execs, attributed, mismatch, results, perr is not None)
+        if f is not None:
+            findings.append(f)
+    upto = mismatch if mismatch is not None else len(attributed)
+    pf = _principal_finding(exp, calls, attributed, upto)
+    if pf is not None:
+        findings.append(pf)
+    if perr is not None:
+        findings.append(_Finding((_LAST, 0), str(perr["code"]), str(perr.get("kind", "protocol")), None,
+                                 {"response": "a batch.run result"}, dict(perr),
+                                 f"Then the implementation answers batch.run with its result; but "
+                                 f"{PROTOCOL_CODES[str(perr['code'])]}: {perr.get('detail', '')}"))
+    elif shape_error is not None:
+        findings.append(_Finding((_LAST, 0), "P5", "bad-response", None, {"response": "a batch.run result"},
+                                 {"result": result}, f"Then the implementation answers with the batch.run result "
+                                 f"shape of spec/PROTOCOL.md; but {shape_error}."))
+    else:
+        assert results is not None
+        executed_idx = frozenset(idx for idx, _ in attributed if idx is not None)
+        af = _answer_finding(spec, exp, calls, results, aborted_obs, executed_idx)
+        if af is not None:
+            findings.append(af)
+    if not findings and results is not None:
+        assert isinstance(result, dict)
+        tf = _totals_finding(spec, exp, calls, result, len(execs),
+                             frozenset(idx for idx, _ in attributed if idx is not None))
+        if tf is not None:
+            findings.append(tf)
+    if not findings:
+        return Verdict(None, exp.summary(), observed)
+    first = min(findings, key=lambda f: f.order)
+    violated = observed_invariants(cfg.run_config(), calls, attributed, results or [], aborted_obs)
+    v = Violation(
+        rule=first.rule, kind=first.kind, index=first.index, expected=first.expected, observed=first.observed,
+        explanation=let_clause(cfg.describe(), calls) + "\n" + first.then,
+        invariant=None if first.rule.startswith("P") else pick_invariant(spec, first.rule, violated),
+        invariants=violated,
+        checked_by=_rules_by_id(spec).get(first.rule, ()),
+        transition=(spec_answer_text(spec, exp, calls, first.index)[1]
+                    if first.index is not None and first.index < len(calls) else None),
+    )
+    return Verdict(v, exp.summary(), observed)
+
+
+def abort_code_finding(spec: Spec, exp: Expected, calls: Sequence[Json], obs_aborted: Json,
+                       executed: frozenset[int]) -> _Finding | None:
+    """Both end at the same request, with different codes: compare the codes as answers."""
+    s = exp.state
+    if s.aborted is None or not isinstance(obs_aborted, dict) or obs_aborted.get("index") != s.aborted[0]:
+        return None
+    i, code = s.aborted
+    if i >= len(calls) or obs_aborted.get("code") == code:
+        return None
+    call = calls[i]
+    would = Answer(i, 1, core.answer_id(call.get("id") if isinstance(call, dict) else None), "error", code=code)
+    as_answer = {"id": would.call_id, "status": "error", "code": obs_aborted.get("code")}
+    what = "batch" if s.config.batch else "run"
+    f = _compare_answer(spec, exp, calls, i, would, as_answer, spec_says(spec, exp, calls, i), _check_codes(spec),
+                        executed, did=f"ended the {what} there with {obs_aborted.get('code')}")
+    if f is not None:
+        f.expected = {"aborted": {"index": i, "code": code}}
+        f.observed = {"aborted": obs_aborted}
+    return f
+
+
+def _totals_finding(spec: Spec, exp: Expected, calls: Sequence[Json], result: Mapping[str, Json], seen: int,
+                    executed: frozenset[int]) -> _Finding | None:
+    s = exp.state
+    exp_aborted = None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]}
+    obs_aborted = result["aborted"]
+    if not same_json(obs_aborted, exp_aborted):
+        f = abort_code_finding(spec, exp, calls, obs_aborted, executed)
+        if f is not None:
+            return f
+        mode = s.config.mode
+        rule = "R14" if (mode == "continue" and obs_aborted is not None) else "R13"
+        return _Finding((_LAST, 1), rule, "wrong-aborted", exp_aborted["index"] if exp_aborted else None,
+                        {"aborted": exp_aborted}, {"aborted": obs_aborted},
+                        f"Then the batch ends with aborted = {compact(exp_aborted)} (status {s.status}, "
+                        f"{s.stop_reason}); but the implementation reported aborted = {compact(obs_aborted)}.")
+    if result["executed"] != s.executed:
+        return _Finding((_LAST, 2), "R12", "executed-miscounted", None,
+                        {"executed": s.executed}, {"executed": result["executed"], "observedExecutions": seen},
+                        f"Then executed = {s.executed}: the number of executions started (the harness saw {seen} "
+                        f"start), never counting replays or rejections (R12); but the implementation reported "
+                        f"executed = {result['executed']}.")
+    return None
+
+
+# Used by the fuzzer and the oracle to pick a path position for a violation.
+def decision_position(steps: Sequence[tuple[str, int | None]], index: int | None, spec: Spec | None = None) -> int:
+    """The position in an engine path (``[(transition id, request index)]``, as recorded by an
+    observer) of the transition that decided request ``index``; the last one for run-level issues."""
+    spec = spec or default_spec()
+    if index is not None:
+        for pos, (tid, idx) in enumerate(steps):
+            if idx == index and spec.transition(tid).dest in ("returned", "executing"):
+                return pos
+    return max(len(steps) - 1, 0)
+

@@ -1,0 +1,93 @@
+"""Fuzz an implementation of the tool-calling loop from Python (the API behind ``loopspec fuzz``).
+
+Point it at a command that speaks the adapter protocol (spec/PROTOCOL.md), in any language::
+
+    from loopspec.fuzz import fuzz
+    result = fuzz("java -cp build Executor", max_examples=500, out="fuzz-out")
+    assert result.ok, result.findings[0].verdict.violation.explanation
+
+or at your executor in process, through a small adapter class::
+
+    from loopspec.fuzz import Executor, fuzz
+
+    class MyAdapter(Executor):
+        def batch_run(self, params, execute):
+            # run your executor; wherever it would call a tool, call
+            #   execute(call_id, name, arguments, principal)
+            # which returns the output or raises loopspec.ToolFailure(category)
+            ...
+            return {"results": [...], "executed": n, "aborted": None}
+
+    fuzz(MyAdapter)          # a fresh MyAdapter per example
+
+In a pytest suite, the ``loopspec_fuzz`` fixture does the same and fails the test with the
+explanation (see :mod:`loopspec.pytest_plugin`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ._adapter import Executor, ImplFactory, ModelFailure, ReferenceExecutor, StartError, Target
+from ._fuzz import Campaign, CampaignResult, Finding, ReplayResult, load_case, render_finding, replay_case
+from ._judge import TraceError, Verdict, Violation, judge
+from ._rpc import ProtocolFailure
+
+__all__ = [
+    "Campaign",
+    "CampaignResult",
+    "Executor",
+    "Finding",
+    "ModelFailure",
+    "ProtocolFailure",
+    "ReferenceExecutor",
+    "ReplayResult",
+    "StartError",
+    "TraceError",
+    "Verdict",
+    "Violation",
+    "fuzz",
+    "judge",
+    "render_finding",
+    "replay",
+]
+
+
+def fuzz(
+    target: Target,
+    *,
+    mode: str = "batch",
+    max_examples: int = 100,
+    seed: int | None = None,
+    out: str | Path | None = None,
+    steps: int = 8,
+    max_calls: int = 6,
+    timeout: float = 10.0,
+    isolation: str = "campaign",
+    cwd: str | None = None,
+    shrink_seconds: float = 120.0,
+) -> CampaignResult:
+    """Run one campaign against ``target`` (a command string/argv, an :class:`Executor` class or
+    factory, or an object with ``handle(method, params, call)``). Raises :class:`StartError` or
+    :class:`ProtocolFailure` when the implementation cannot even be started."""
+    factory = ImplFactory(target, timeout=timeout, cwd=cwd)
+    try:
+        factory.release(factory.open(mode))
+        campaign = Campaign(factory, mode=mode, max_examples=max_examples, seed=seed, out=out, steps=steps,
+                            max_calls=max_calls, isolation=isolation, shrink_seconds=shrink_seconds)
+        return campaign.run()
+    finally:
+        factory.close()
+
+
+def replay(case: str | Path | Mapping[str, Any], target: Target, *, timeout: float = 10.0,
+           cwd: str | None = None) -> ReplayResult:
+    """Rerun a saved case (a path or the loaded case) against ``target``, in a fresh process."""
+    doc = load_case(case) if isinstance(case, str | Path) else case
+    factory = ImplFactory(target, timeout=timeout, cwd=cwd)
+    try:
+        return replay_case(doc, factory)
+    finally:
+        factory.close()

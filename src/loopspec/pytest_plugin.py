@@ -1,0 +1,37 @@
+"""pytest plugin: fuzz your own executor from your own test suite.
+
+Installed with loopspec (entry point ``pytest11``), it provides one fixture::
+
+    def test_my_executor_follows_the_spec(loopspec_fuzz):
+        loopspec_fuzz(MyAdapter, max_examples=300)            # in process (a loopspec.fuzz.Executor)
+        loopspec_fuzz("node adapter.js", max_examples=300)    # or any command speaking the protocol
+
+It runs a campaign and, when the implementation diverges from the spec, fails the test with the
+explanation of every shrunk counterexample; the cases are kept under the test's ``tmp_path``
+(``loopspec-fuzz/``) for ``loopspec replay``. The test passes, and the fixture returns the
+campaign result, when no divergence was found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def loopspec_fuzz(tmp_path: Path) -> Callable[..., Any]:
+    def run(target: Any, **options: Any) -> Any:
+        from .fuzz import fuzz, render_finding
+
+        out = Path(options.pop("out", tmp_path / "loopspec-fuzz"))
+        result = fuzz(target, out=out, **options)
+        if not result.ok:
+            texts = [render_finding(f, str(target), str(out / f"{f.rule}.json")) for f in result.findings]
+            pytest.fail(f"loopspec: {len(result.findings)} divergence(s) from the spec (seed {result.seed})\n\n"
+                        + "\n".join(texts), pytrace=False)
+        return result
+
+    return run

@@ -1,0 +1,277 @@
+"""loopspec fuzz in batch mode: correct implementations pass, every buggy one is caught and shrunk,
+a badly behaved process is a finding (not a fuzzer crash), cases replay, files are on disk."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from loopspec import ToolFailure
+from loopspec._adapter import ImplFactory, ReferenceExecutor
+from loopspec._fuzz import Campaign, load_case
+from loopspec._spec import load_spec
+from loopspec.cli import main
+from loopspec.fuzz import Executor, fuzz, replay
+from tests.fuzz_helpers import ROOT, example_cmd, schema_validator
+
+SERVE = [sys.executable, "-m", "loopspec", "serve"]
+
+
+def campaign(target: object, out: Path | None = None, **kw: object) -> object:
+    factory = ImplFactory(target, timeout=kw.pop("timeout", 5.0))  # type: ignore[arg-type]
+    try:
+        return Campaign(factory, out=out, **kw).run()  # type: ignore[arg-type]
+    finally:
+        factory.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Correct implementations find nothing
+# --------------------------------------------------------------------------------------------
+
+
+def test_reference_engine_in_process_has_no_divergence() -> None:
+    r = campaign(ReferenceExecutor, max_examples=60, seed=3)
+    assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+    assert r.stats["steps"] > 60
+
+
+def test_loopspec_serve_process_has_no_divergence(tmp_path: Path) -> None:
+    r = campaign(SERVE, out=tmp_path, max_examples=15, seed=4)
+    assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+    summary = json.loads((tmp_path / "campaign.json").read_text())
+    assert summary["ok"] is True and summary["findings"] == []
+
+
+@pytest.mark.slow
+def test_correct_python_example_passes_500_examples(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    r = campaign(example_cmd(), out=tmp_path, max_examples=500, seed=11)
+    assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+    assert r.stats["examples"] >= 500
+    print(f"\n500-example campaign, correct Python example: {time.perf_counter() - t0:.1f} s, {r.stats}")
+
+
+# --------------------------------------------------------------------------------------------
+# Every buggy variant is caught, with a shrunk counterexample of at most 4 calls
+# --------------------------------------------------------------------------------------------
+
+BUGS = {  # bug -> the rule the fuzzer must report (others may be reported too)
+    "budget-after": "R9",
+    "conflict-reuse": "R7",
+    "cache-by-args": "R8",
+    "replay-reexecutes": "R6",
+    "reorder-results": "R11",
+    "unknown-tool-executed": "R3",
+    "principal-from-args": "R16",
+    "abort-loses-results": "R13",
+    "miscount": "R12",
+    "leaky-errors": "R15",
+    "cached-failure": "R10",
+    "raw-content": "R6",
+    "state-leak": "R5",
+    "lax-integer": "R4",
+    "check-order": "R4",
+    "continue-aborts": "R14",
+    "drop-last": "R11",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_every_buggy_variant_is_caught_and_shrunk(bug: str, tmp_path: Path) -> None:
+    r = campaign(example_cmd(bug), out=tmp_path, max_examples=500, seed=20240601, shrink_seconds=8.0)
+    rules = {f.rule: f for f in r.findings}
+    assert BUGS[bug] in rules, f"{bug}: found {sorted(rules)}"
+    for f in r.findings:
+        assert f.calls <= 4, f"{bug}: {f.rule} counterexample has {f.calls} calls"
+        assert f.reproduced is True
+        case = load_case(tmp_path / f"{f.rule}.json")
+        assert case["provisional"] is False and case["verdict"]["violation"]["rule"] == f.rule
+        assert (tmp_path / f"{f.rule}.txt").read_text().startswith(f"loopspec fuzz: divergence {f.rule}")
+
+
+def test_in_process_buggy_executor_is_caught(tmp_path: Path) -> None:
+    """An in-process adapter (the Python API a project uses to fuzz its own executor)."""
+
+    class BudgetAfter(Executor):
+        def batch_run(self, params: dict, execute: object) -> dict:
+            results, executed = [], 0
+            for c in params["calls"]:
+                try:
+                    out = execute(c["id"], c["name"], c["arguments"], params["principal"])  # type: ignore[operator]
+                    executed += 1
+                    if executed > params["budget"]:
+                        results.append({"id": c["id"], "status": "error", "code": "BUDGET_EXHAUSTED"})
+                    else:
+                        results.append({"id": c["id"], "status": "ok", "output": out})
+                except ToolFailure as f:
+                    executed += 1
+                    results.append({"id": c["id"], "status": "error", "code": f.category})
+                except (KeyError, TypeError):
+                    results.append({"id": None, "status": "error", "code": "INVALID_CALL"})
+            return {"results": results, "executed": executed, "aborted": None}
+
+    r = fuzz(BudgetAfter, max_examples=100, seed=5, out=tmp_path, shrink_seconds=5.0)
+    assert not r.ok
+    assert all(f.calls <= 4 for f in r.findings)
+
+
+# --------------------------------------------------------------------------------------------
+# A badly behaved process is a finding with evidence; the campaign ends cleanly
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("bug", "code"), [("crash", "P1"), ("garbage", "P3"), ("wrong-id", "P4")])
+def test_protocol_misbehaviour_is_a_finding(bug: str, code: str, tmp_path: Path) -> None:
+    r = campaign(example_cmd(bug), out=tmp_path, max_examples=150, seed=7, shrink_seconds=5.0)
+    assert code in {f.rule for f in r.findings}, [(f.rule, f.kind) for f in r.findings]
+    f = next(f for f in r.findings if f.rule == code)
+    assert f.calls <= 4
+    detail = f.verdict.violation.observed["detail"]
+    if bug == "crash":
+        assert "exit status 3" in detail and "simulated crash" in detail  # evidence: status and stderr tail
+    assert json.loads((tmp_path / "campaign.json").read_text())["ok"] is False
+
+
+def test_a_hang_is_a_P2_finding_within_the_time_budget(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    r = campaign(example_cmd("hang"), out=tmp_path, max_examples=100, seed=8, timeout=1.0, shrink_seconds=3.0)
+    assert "P2" in {f.rule for f in r.findings}
+    assert time.perf_counter() - t0 < 90
+    assert (tmp_path / "P2.json").is_file()
+
+
+# --------------------------------------------------------------------------------------------
+# Cases: files, schema, diagram path, replay
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def conflict_case(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fuzz-conflict")
+    r = campaign(example_cmd("conflict-reuse"), out=out, max_examples=100, seed=1, shrink_seconds=5.0)
+    assert "R7" in {f.rule for f in r.findings}
+    return out
+
+
+def test_case_file_validates_against_its_schema(conflict_case: Path) -> None:
+    schema_validator("fuzz-case.schema.json").validate(json.loads((conflict_case / "R7.json").read_text()))
+
+
+def test_diagram_trace_is_the_expected_path_with_the_failed_transition(conflict_case: Path) -> None:
+    spec = load_spec()
+    dt = json.loads((conflict_case / "R7.path.json").read_text())
+    assert {"path", "failed"} <= set(dt)
+    validator = jsonschema.Draft202012Validator(
+        json.loads((ROOT / "spec" / "schema" / "transition-path.schema.json").read_text()))
+    validator.validate(dt)
+    assert all(spec.transition(t) for t in dt["path"])
+    assert dt["path"][0] == "T04" and spec.transition(dt["path"][-1]).dest == "completed"
+    case = load_case(conflict_case / "R7.json")
+    assert dt["path"][dt["failed"]] == case["verdict"]["violation"]["transition"] == "T12"
+
+
+def test_diagram_draws_the_counterexample_path(conflict_case: Path, tmp_path: Path) -> None:
+    assert main(["diagram", "--trace", str(conflict_case / "R7.path.json"), "--format", "mermaid",
+                 "--out", str(tmp_path)]) == 0
+    text = next(tmp_path.glob("*.mmd")).read_text()
+    assert "T12" in text and "failing step" in text
+
+
+def test_replay_reproduces_the_case_and_passes_on_a_correct_implementation(conflict_case: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    case = str(conflict_case / "R7.json")
+    assert main(["replay", case, "--impl", example_cmd("conflict-reuse")]) == 1
+    assert "R7 conflict-reused" in capsys.readouterr().out
+    assert main(["replay", case, "--impl", example_cmd()]) == 0
+    rr = replay(case, ReferenceExecutor)
+    assert rr.ok
+
+
+def test_cli_fuzz_exit_codes_and_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    code = main(["fuzz", "--impl", example_cmd("leaky-errors"), "--max-examples", "60", "--seed", "2",
+                 "--out", str(out), "--quiet", "--shrink-time", "5"])
+    assert code == 1
+    text = capsys.readouterr().out
+    assert "R15" in text and str(out / "R15.txt") in text
+    assert json.loads((out / "campaign.json").read_text())["findings"][0]["rule"] == "R15"
+    assert main(["fuzz", "--impl", example_cmd(), "--max-examples", "20", "--seed", "2", "--out", str(out),
+                 "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("argv", [
+    ["fuzz", "--impl", "/nonexistent/executor"],
+    ["fuzz", "--impl", f"{sys.executable} -c 'import sys; sys.exit(4)'"],
+    ["fuzz", "--impl", f"{sys.executable} -c 'print(42)'", "--timeout", "2"],
+    ["fuzz", "--impl", "'unbalanced"],
+    ["replay", "/nonexistent/case.json", "--impl", "true"],
+])
+def test_cli_usage_errors_exit_2_without_traceback(argv: list[str], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, *(["--out", str(tmp_path)] if argv[0] == "fuzz" else [])]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_cli_replay_rejects_a_malformed_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "case.json"
+    bad.write_text(json.dumps({"format": "loopspec-fuzz-case/1", "steps": [{"kind": "batch", "config": {}}]}))
+    assert main(["replay", str(bad), "--impl", example_cmd()]) == 2
+    assert "steps[0].calls" in capsys.readouterr().err
+
+
+def test_protocol_messages_follow_the_published_schema() -> None:
+    """Every message of a session with the reference adapter validates against adapter-protocol.schema.json."""
+    from loopspec._fuzz import run_step
+    from loopspec._fuzz_strategies import batch_steps
+
+    validators = {name: schema_validator("adapter-protocol.schema.json", name) for name in (
+        "message", "batchRunParams", "batchRunResult", "toolExecuteParams", "toolExecuteResult", "toolExecuteError",
+        "initializeResult")}
+    pending: dict[object, str] = {}
+    seen: set[str] = set()
+
+    def tap(direction: str, msg: dict) -> None:
+        validators["message"].validate(msg)
+        if "method" in msg:
+            pending[(direction, msg.get("id"))] = msg["method"]
+            if msg["method"] == "batch.run":
+                validators["batchRunParams"].validate(msg["params"])
+            elif msg["method"] == "tool.execute":
+                validators["toolExecuteParams"].validate(msg["params"])
+            seen.add(msg["method"])
+            return
+        method = pending.pop(("in" if direction == "out" else "out", msg["id"]))
+        if method == "batch.run":
+            validators["batchRunResult"].validate(msg["result"])
+        elif method == "tool.execute":
+            validators["toolExecuteResult" if "result" in msg else "toolExecuteError"].validate(
+                msg.get("result", msg.get("error")))
+        elif method == "initialize":
+            validators["initializeResult"].validate(msg["result"])
+
+    factory = ImplFactory(SERVE, warm=False)
+    impl = factory._new()
+    impl.channel.tap = tap  # type: ignore[attr-defined]
+    from hypothesis import HealthCheck, given, settings
+
+    impl.call("initialize", {"protocolVersion": 1}, lambda m, p: None)
+
+    @settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(batch_steps())
+    def check(st: dict) -> None:
+        run_step(impl, st)
+
+    try:
+        check()
+    finally:
+        factory.release(impl)
+        factory.close()
+    assert {"initialize", "batch.run", "tool.execute"} <= seen

@@ -1,0 +1,56 @@
+"""The Java 17 example executor (examples/java) passes fuzz campaigns in batch and loop mode.
+
+Compiled with the javac on PATH; skipped when there is none.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from loopspec._adapter import ImplFactory
+from loopspec._fuzz import Campaign
+from tests.fuzz_helpers import ROOT
+
+JAVA_SOURCE = ROOT / "examples" / "java" / "LoopspecExecutor.java"
+
+pytestmark = pytest.mark.skipif(shutil.which("javac") is None or shutil.which("java") is None,
+                                reason="javac/java not on PATH")
+
+
+@pytest.fixture(scope="module")
+def java_cmd(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    build = tmp_path_factory.mktemp("java-build")
+    done = subprocess.run(["javac", "--release", "17", "-d", str(build), str(JAVA_SOURCE)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", str(build), "LoopspecExecutor"]
+
+
+def run(cmd: list[str], mode: str, n: int, isolation: str, out: Path | None = None) -> object:
+    factory = ImplFactory(cmd, timeout=20.0)
+    try:
+        return Campaign(factory, mode=mode, max_examples=n, seed=17, isolation=isolation, out=out).run()
+    finally:
+        factory.close()
+
+
+@pytest.mark.parametrize("mode", ["batch", "loop"])
+def test_java_executor_short_campaign_fresh_process_per_example(java_cmd: list[str], mode: str) -> None:
+    r = run(java_cmd, mode, 8, "example")
+    assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["batch", "loop"])
+def test_java_executor_passes_500_examples(java_cmd: list[str], mode: str, tmp_path: Path) -> None:
+    """One JVM for the campaign (--isolation campaign): a JVM start per example would dominate."""
+    t0 = time.perf_counter()
+    r = run(java_cmd, mode, 500, "campaign", tmp_path)
+    assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+    assert r.stats["examples"] >= 500
+    print(f"\n500-example {mode} campaign, Java example: {time.perf_counter() - t0:.1f} s, {r.stats}")
