@@ -10,9 +10,9 @@ are kept as golden data and regenerated with
 
 :data:`SURVIVORS` are variants that break a rule of SPEC.md that no invariant of loop.toml checks:
 the checker *cannot* catch them until the spec gains an invariant (each is a finding about the spec,
-see its doc). There are none at present: the last three (deadline-ignored, abort-mode-continues,
-failed-call-refused) are caught since loop.toml gained INV-DEADLINE, INV-ESCALATION and
-INV-DECISION, and moved into :data:`MUTANTS`.
+see its doc). Three former ones (deadline-ignored, abort-mode-continues, failed-call-refused) are
+caught since loop.toml gained INV-DEADLINE, INV-ESCALATION and INV-DECISION, and moved into
+:data:`MUTANTS`.
 """
 
 from __future__ import annotations
@@ -295,10 +295,15 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 #: Variants that break a MUST of SPEC.md which no invariant of loop.toml checks: the checker explores
-#: them exhaustively at the default bound and finds nothing, and each is a gap in the spec. None is
-#: known at present; a new one goes here, with a doc saying which rule it breaks, until the spec
-#: gains the invariant that catches it.
-SURVIVORS: tuple[Mutant, ...] = ()
+#: them exhaustively at the default bound and finds nothing, and each is a gap in the spec. One goes
+#: here, with a doc saying which rule it breaks, until the spec gains the invariant that catches it.
+SURVIVORS: tuple[Mutant, ...] = (
+    mutant("retry-skipped",
+           "A temporary failure is never retried. R23 says it is retried while fewer than max_retries "
+           "retries have been made and the deadline has not passed, but no invariant requires a retry "
+           "that was due (INV-RETRY-BUDGET bounds retries from above only).",
+           "loop", guards={"retry_allowed": lambda s: False}, rules=("R23",)),
+)
 
 
 def by_name(name: str) -> Mutant:
