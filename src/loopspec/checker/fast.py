@@ -887,6 +887,8 @@ def _past_intact(win: _Window, w: RunState) -> bool:
     have = dict(w.answers.positions())  # type: ignore[attr-defined]
     return all(have.get(i) is x or (x is w.aborted_answer and i == len(w.answers))
                for i, x in win.pre_ans if isinstance(x, Sealed))
+
+
 _FIELDS = tuple(sorted(ALL_FIELDS))
 _GHOST_FIELDS = frozenset({"gtool", "gretries", "cur_hist", "cur_first", "glimit"})
 
