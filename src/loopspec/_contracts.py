@@ -14,8 +14,10 @@ from ._core import (
     RunConfig,
     RunState,
     ToolSchema,
+    blank,  # noqa: F401 - read by the docstring contracts (CrossHair evaluates them here)
     drive,
     violated_invariants,
+    well_formed,
 )
 
 _IDS = ("a", "b", "c")
@@ -56,6 +58,16 @@ def batch_summary(
 
     s = drive(RunState(cfg), lambda s: calls, outcome, on_step=check)
     return s.executed, len(s.answers), s.replays, violations
+
+
+def well_formed_call(call_id: str | int | None, name: str | None, arguments: dict[str, int] | str | None) -> bool:
+    """R2 on the shapes a model actually sends (CrossHair cannot explore ``object`` soundly).
+
+    post: implies(__return__, isinstance(call_id, str) and not blank(call_id))
+    post: implies(__return__, isinstance(name, str) and isinstance(arguments, dict))
+    post: implies(isinstance(call_id, str) and not blank(call_id) and isinstance(name, str) and isinstance(arguments, dict), __return__)
+    """
+    return well_formed(call_id, name, arguments)
 
 
 def implies(a: bool, b: bool) -> bool:

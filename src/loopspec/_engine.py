@@ -418,7 +418,8 @@ class _Run:
         assert isinstance(r.call_id, str) and isinstance(r.name, str) and isinstance(r.arguments, dict)
         tl = self.tools[r.name]
         ctx = ToolContext(s.config.principal, r.call_id, s.config.run_id, r.index, ex.attempts)
-        self.emit("execution_started", t.id, **self._call_fields(r), ordinal=ex.ordinal, attempt=ex.attempts)
+        self.emit("execution_started", t.id, **self._call_fields(r), ordinal=ex.ordinal, attempt=ex.attempts,
+                  principal=ctx.principal)
         started = time.perf_counter()
         outcome = self._invoke(tl, dict(r.arguments), ctx, ex)
         if outcome is None:  # cancelled while the tool ran: the run ends; the result will be discarded
@@ -529,6 +530,7 @@ class _Run:
                     for n, t in self.tools.items()
                 ],
                 "specVersion": self.spec.version,
+                "recordArguments": self.record_arguments,
             },
         )
         while True:

@@ -27,7 +27,8 @@ EXIT_USAGE = 2
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "_cmd_demo", "_cmd_spec", "_cmd_vectors", "_cmd_diagram", "_cmd_verify", "_cmd_fuzz", "_cmd_replay", "_cmd_serve",
+    "_cmd_demo", "_cmd_spec", "_cmd_vectors", "_cmd_diagram", "_cmd_verify", "_cmd_fuzz", "_cmd_replay", "_cmd_check",
+    "_cmd_serve",
 )
 
 

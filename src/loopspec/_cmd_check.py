@@ -1,0 +1,290 @@
+"""``loopspec check``: the conformance oracle — check recorded run ledgers and transcripts against the spec.
+
+Each run (a ledger run, a trace, a conversation) gets a verdict: it conforms, or it violates a rule —
+with where (event index, file line), the rule and the invariant, expected vs observed, the longest
+conforming prefix and a "Let … Then …" explanation — or it could not be read. Every verdict says
+which rules were verified from what the input records and which were taken as reported.
+
+Exit codes: 0 every run conforms; 1 a run violates the spec; 2 some input could not be read (a
+missing file, a malformed line, an unreadable run) — even when the other runs conform or violate,
+since the check is then incomplete. The summary line always counts all three.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import IO, Any
+
+from ._text import paint, use_color
+from .cli import EXIT_USAGE, UsageError
+from .oracle._check import INPUT_FORMATS, FileResult, assumption_notes, check_file, iter_check_file
+from .oracle._records import LEDGER_NOT_WITNESSED, InputError, RunRecord, Summary
+from .oracle._stream import DEFAULT_MAX_LINE, Options
+
+Json = Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "check",
+        help="check recorded run ledgers (NDJSON) and OpenAI/Anthropic transcripts against the spec, run by run",
+        description=__doc__.split("\n\n", 1)[0].split(": ", 1)[1] if __doc__ else None,
+        epilog="Exit codes: 0 all runs conform; 1 a violation; 2 input could not be read (takes precedence).",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="ledgers, traces or transcripts ('-' reads stdin)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+    p.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
+                   help="what the files hold (default: auto, decided per file)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="check N files in parallel processes (default 1; 0 = one per CPU)")
+    p.add_argument("--diagram", metavar="DIR",
+                   help="for each violating ledger run, draw its path on the spec machine into DIR/<run>/")
+    p.add_argument("--quiet", action="store_true", help="text: list only violating runs, not conforming ones")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="a run without a terminal event at the end of its file (or a conversation ending with "
+                        "unanswered calls) is not a violation")
+    p.add_argument("--validate", action="store_true",
+                   help="validate every ledger event against spec/schema/ledger-event.schema.json (slower)")
+    p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE, metavar="N",
+                   help=f"skip (and report) lines longer than N bytes (default {DEFAULT_MAX_LINE})")
+    p.set_defaults(handler=handle)
+
+
+# --------------------------------------------------------------------------------------------
+# Text and JSON rendering
+# --------------------------------------------------------------------------------------------
+
+
+def _loc(rec: RunRecord) -> str:
+    a, b = rec.lines
+    return f"{rec.file}:{a}" + (f"-{b}" if b != a else "")
+
+
+def record_text(rec: RunRecord, color: bool = False) -> str:
+    n = f"{rec.events} event{'s' if rec.events != 1 else ''}"
+    if rec.verdict == "conforms":
+        s = rec.summary
+        what = f"{s.get('status')}/{s.get('stopReason')}" if "status" in s and s.get("status") else (
+            f"{s.get('calls', 0)} call(s), {s.get('results', 0)} result(s)" if "calls" in s else "")
+        if s.get("incomplete"):
+            what = "incomplete (no terminal event)"
+        assumed = rec.checks.get("assumed", ())
+        tail = f"; assumed {', '.join(assumed)}" if assumed else ""
+        return f"{paint('ok', '32', color)}   {rec.run} ({rec.input}, {_loc(rec)}, {n}): {what}{tail}"
+    if rec.verdict == "unreadable":
+        return (f"{paint('UNREADABLE', '33;1', color)} {rec.run} ({rec.input}, {rec.file}:{rec.error_line}): "
+                f"{rec.error}")
+    v = rec.violation
+    assert v is not None
+    head = f"{paint('FAIL', '31;1', color)} {rec.run} ({rec.input}, {_loc(rec)}, {n}): {v.rule} {v.kind}"
+    if v.invariant:
+        head += f", invariant {v.invariant}"
+    at = rec.at or {}
+    where = []
+    if at.get("event") is not None:
+        where.append(f"event {at['event']}")
+    if at.get("seq") is not None:
+        where.append(f"seq {at['seq']}")
+    if at.get("path"):
+        where.append(str(at["path"]))
+    if at.get("line") is not None:
+        where.append(f"line {at['line']}")
+    if rec.amends:
+        where.append("after the run was reported as conforming")
+    lines = [head + (f" — at {', '.join(where)}" if where else "")]
+    lines += ["  " + x for x in v.explanation.splitlines()]
+    if v.invariants:
+        lines.append(f"  Invariants the observed behaviour breaks: {', '.join(v.invariants)}")
+    if rec.prefix is not None and "events" in rec.prefix:
+        lines.append(f"  Longest conforming prefix: {rec.prefix['events']} event(s)"
+                     + (f", {rec.prefix['steps']} step(s)" if rec.prefix.get("steps") is not None else "")
+                     + (f", up to line {rec.prefix['lastLine']}" if rec.prefix.get("lastLine") else ""))
+    if rec.checks:
+        c = rec.checks
+        lines.append(f"  Checks: verified {' '.join(c.get('verified', ())) or 'none'}; assumed "
+                     f"{' '.join(c.get('assumed', ())) or 'none'}; not witnessed "
+                     f"{' '.join(c.get('notWitnessed', ())) or 'none'}")
+    return "\n".join(lines)
+
+
+def _safe_json(value: Json) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
+    except (RecursionError, ValueError, TypeError):
+        return json.dumps(_truncate(value, 32), ensure_ascii=False, indent=2, default=repr)
+
+
+def _truncate(value: Json, depth: int) -> Json:
+    if depth <= 0:
+        return "<nested too deeply to show>"
+    if isinstance(value, dict):
+        return {k: _truncate(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_truncate(v, depth - 1) for v in value]
+    return value
+
+
+class JsonWriter:
+    """Streams ``{"runs": [...], "inputErrors": [...], "summary": {...}, "assumptions": {...}}``."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.n = 0
+        self.errors: list[InputError] = []
+        self.inputs: set[str] = set()
+        out.write('{\n"runs": [')
+
+    def record(self, rec: RunRecord) -> None:
+        self.out.write(("," if self.n else "") + "\n" + _indent(_safe_json(rec.to_json())))
+        self.n += 1
+        self.inputs.add(rec.input)
+
+    def error(self, e: InputError) -> None:
+        self.errors.append(e)
+
+    def close(self, summary: Summary) -> None:
+        notes: dict[str, Json] = {}
+        for kind in sorted(self.inputs):
+            a = assumption_notes(kind)
+            if a:
+                notes[kind] = a
+        if "ledger" in self.inputs:
+            notes.setdefault("ledger", {})
+            notes["ledger"] = {"assumed": notes["ledger"], "notWitnessed": dict(LEDGER_NOT_WITNESSED)}
+        self.out.write("\n],\n" + '"inputErrors": ' + json.dumps([e.to_json() for e in self.errors], ensure_ascii=False)
+                       + ',\n"summary": ' + json.dumps(summary.to_json(), ensure_ascii=False)
+                       + ',\n"assumptions": ' + json.dumps(notes, ensure_ascii=False) + "\n}\n")
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+# --------------------------------------------------------------------------------------------
+# Diagrams
+# --------------------------------------------------------------------------------------------
+
+
+def _safe_name(run: str) -> str:
+    import hashlib
+
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", run)[:60].strip("._") or "run"
+    return f"{s}-{hashlib.sha256(run.encode()).hexdigest()[:8]}"
+
+
+def write_diagram(out_dir: Path, rec: RunRecord, spec_file: str | None = None) -> list[Path]:
+    """Draw ``rec``'s path on the spec machine: path.json plus the overlaid machine (dot, mmd, md, svg)."""
+    import graphviz
+
+    from ._judge import default_spec
+    from ._spec import load_rules
+    from ._text import write_atomic
+    from .render import extract_machine, machine_dot, machine_mermaid, make_overlay, overlay_markdown
+    from .render.overlay import Trace
+
+    assert rec.trace is not None
+    d = out_dir / _safe_name(rec.run)
+    spec = default_spec()
+    machine = extract_machine(spec, load_rules(None, spec))
+    tr = rec.trace
+    trace = Trace(tuple(tr["path"]), tr.get("failed"), tr.get("start"), str(tr.get("label", "")))
+    ov = make_overlay(machine, trace)
+    written: list[Path] = []
+    files = {"path.json": json.dumps(dict(tr), indent=2) + "\n", "machine-trace.dot": machine_dot(machine, ov),
+             "machine-trace.mmd": machine_mermaid(machine, ov),
+             "machine-trace.md": overlay_markdown(machine, ov, image="machine-trace.svg")}
+    for fname, text in files.items():
+        write_atomic(d / fname, text)
+        written.append(d / fname)
+    try:
+        data = graphviz.pipe("dot", "svg", machine_dot(machine, ov).encode("utf-8"), quiet=True)
+    except (graphviz.ExecutableNotFound, graphviz.CalledProcessError):
+        return written
+    write_atomic(d / "machine-trace.svg", data)
+    written.append(d / "machine-trace.svg")
+    return written
+
+
+# --------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------
+
+
+def _file_job(args: tuple[str, str, Options]) -> FileResult:
+    path, fmt, opts = args
+    return check_file(path, input_format=fmt, options=opts)
+
+
+def results(files: Sequence[str], fmt: str, opts: Options, jobs: int) -> Iterator[tuple[RunRecord | InputError,
+                                                                                           Summary | None]]:
+    """Records and errors in file order; a file's summary follows its last item (as the second element)."""
+    if jobs == 1 or len(files) == 1:
+        for f in files:
+            s = Summary()
+            for item in iter_check_file(f, input_format=fmt, options=opts, summary=s):
+                yield item, None
+            yield _END, s
+        return
+    workers = os.cpu_count() or 1 if jobs == 0 else jobs
+    with ProcessPoolExecutor(max_workers=min(workers, len(files))) as pool:
+        for res in pool.map(_file_job, [(f, fmt, opts) for f in files]):
+            for rec in res.records:
+                yield rec, None
+            for e in res.errors:
+                yield e, None
+            yield _END, res.summary
+
+
+_END: Any = object()
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.jobs < 0:
+        raise UsageError("--jobs must be 0 (one per CPU) or more")
+    if args.max_line_bytes < 1024:
+        raise UsageError("--max-line-bytes must be at least 1024")
+    if args.files.count("-") > 1:
+        raise UsageError("stdin ('-') can be given once")
+    opts = Options(max_line=args.max_line_bytes, allow_incomplete=args.allow_incomplete, validate=args.validate)
+    color = use_color(sys.stdout) and args.format == "text"
+    total = Summary()
+    writer = JsonWriter(sys.stdout) if args.format == "json" else None
+    diagram_dir = Path(args.diagram) if args.diagram else None
+    for item, file_summary in results(args.files, args.input_format, opts, args.jobs):
+        if item is _END:
+            assert file_summary is not None
+            total.merge(file_summary)
+            continue
+        if isinstance(item, InputError):
+            print(f"loopspec check: error: {item.text()}", file=sys.stderr)
+            if writer is not None:
+                writer.error(item)
+            continue
+        rec = item
+        if rec.verdict == "unreadable":
+            who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
+            print(f"loopspec check: error: {rec.file}:{rec.error_line}: {who}{rec.error}", file=sys.stderr)
+        if diagram_dir is not None and rec.trace is not None and rec.violation is not None:
+            try:
+                write_diagram(diagram_dir, rec)
+            except Exception as exc:  # a drawing problem never hides the verdict
+                print(f"loopspec check: warning: no diagram for run {rec.run!r}: {exc}", file=sys.stderr)
+        if writer is not None:
+            writer.record(rec)
+        elif rec.verdict != "conforms" or not args.quiet:
+            print(record_text(rec, color))
+    if writer is not None:
+        writer.close(total)
+    else:
+        print(total.line())
+        if diagram_dir is not None and total.violate:
+            print(f"diagrams of the violating runs: {diagram_dir}/")
+    code = total.exit_code
+    return EXIT_USAGE if code == 2 else code

@@ -1,0 +1,397 @@
+"""Checking files: detect the input format, run the right driver, collect records and the summary.
+
+Input formats (``--input-format``):
+
+* ``ledger`` — the engine's run ledger (NDJSON, one event a line, runs interleaved; streamed);
+* ``trace`` — ``loopspec-trace/1`` documents, judged by the fuzzer's judge itself;
+* ``openai-chat`` / ``openai-responses`` / ``anthropic`` — transcripts;
+* ``auto`` (default) — decided per file from its first line: a ledger event (an object with ``run``
+  and a ledger ``type``) means a ledger, a ``loopspec-trace/1`` object a trace file; anything else is
+  a transcript file, whose format is decided from the first conversation that shows tool use.
+
+Transcript and trace files may be one JSON document (a conversation, a JSON array of
+conversations, or — for transcripts — a bare array of messages / items), or NDJSON with one
+document per line. The rule: when the first non-blank line is a JSON value on its own, the file is
+NDJSON; otherwise the whole file is one document.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+from .._judge import TRACE_FORMAT, TraceError, default_spec, judge
+from .._spec import Spec
+from . import _json
+from ._locate import Located, loads_located
+from ._records import InputError, RunRecord, Summary
+from ._stream import DEFAULT_OPTIONS, LedgerStream, Options, read_lines
+from ._tables import EVENT_TYPES, tables_for
+from ._transcripts import (
+    ASSUMPTION,
+    FORMATS,
+    IMPORTERS,
+    WITNESSED,
+    TranscriptError,
+    check_items,
+    conversation_body,
+    detect_format,
+    is_conversation,
+)
+
+Json = Any
+
+INPUT_FORMATS: Final = ("auto", "ledger", "trace", *FORMATS)
+
+#: Largest transcript or trace file read whole (a ledger is streamed whatever its size).
+MAX_DOCUMENT: Final = 512 * 1024 * 1024
+
+
+@dataclass
+class FileResult:
+    records: list[RunRecord] = field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)
+    summary: Summary = field(default_factory=Summary)
+
+
+def _open(path: str) -> IO[bytes]:
+    if path == "-":
+        return sys.stdin.buffer
+    return open(path, "rb")
+
+
+def iter_check_file(path: str, *, input_format: str = "auto", options: Options = DEFAULT_OPTIONS,
+                    spec: Spec | None = None, summary: Summary | None = None) -> Iterator[RunRecord | InputError]:
+    """Check one file; yields run records and input errors as they come. ``summary`` is updated."""
+    spec = spec or default_spec()
+    summary = summary if summary is not None else Summary()
+    summary.files += 1
+    name = path
+    try:
+        fh = _open(path)
+    except FileNotFoundError:
+        summary.input_errors += 1
+        yield InputError(name, None, "no such file")
+        return
+    except IsADirectoryError:
+        summary.input_errors += 1
+        yield InputError(name, None, "is a directory, not a file")
+        return
+    except OSError as exc:
+        summary.input_errors += 1
+        yield InputError(name, None, f"cannot read: {exc.strerror}")
+        return
+    try:
+        for item in _check_open(fh, name, input_format, options, spec, summary):
+            if isinstance(item, InputError):
+                summary.input_errors += 1
+            else:
+                summary.add(item)
+            yield item
+    except OSError as exc:
+        summary.input_errors += 1
+        yield InputError(name, None, f"cannot read: {exc.strerror or exc}")
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+
+
+def check_file(path: str, *, input_format: str = "auto", options: Options = DEFAULT_OPTIONS,
+               spec: Spec | None = None) -> FileResult:
+    res = FileResult()
+    for item in iter_check_file(path, input_format=input_format, options=options, spec=spec, summary=res.summary):
+        (res.errors if isinstance(item, InputError) else res.records).append(item)  # type: ignore[arg-type]
+    return res
+
+
+def _first_line(lines: Iterator[tuple[int, bytes | None, str | None]]) -> tuple[int, bytes | None, str | None] | None:
+    for n, raw, err in lines:
+        if raw is None or raw.strip():
+            return n, raw, err
+    return None
+
+
+def _chain(first: tuple[int, bytes | None, str | None],
+           rest: Iterator[tuple[int, bytes | None, str | None]]) -> Iterator[tuple[int, bytes | None, str | None]]:
+    yield first
+    yield from rest
+
+
+def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
+                summary: Summary) -> Iterator[RunRecord | InputError]:
+    lines = read_lines(fh, opts.max_line)
+    first = _first_line(lines)
+    if first is None:
+        yield InputError(name, None, "the file is empty")
+        return
+    n, raw, _err = first
+    doc: Json = None
+    one_line = False
+    if raw is not None:
+        try:
+            doc = _json.loads(raw)
+            one_line = True
+        except _json.JsonError:
+            one_line = False
+    peeked: list[tuple[int, bytes | None, str | None]] = []
+    if fmt == "auto":
+        fmt = _kind_of(doc) if one_line else ""
+        if not fmt:  # the first line is not JSON on its own: look a few lines further for ledger events
+            for item in lines:
+                peeked.append(item)
+                if item[1] is not None and item[1].strip():
+                    try:
+                        k = _kind_of(_json.loads(item[1]))
+                    except _json.JsonError:
+                        k = ""
+                    if k == "ledger":
+                        fmt = "ledger"
+                        break
+                if len(peeked) >= 8:
+                    break
+            fmt = fmt or "transcript"
+    if fmt == "ledger":
+        stream = LedgerStream(spec, name, opts)
+        if fh.seekable():
+            fh.seek(0)
+            src: IO[bytes] = fh
+        else:  # stdin: put back the lines read to decide the format
+            src = _Prepend([first[1] or b"\n"] + [x[1] or b"\n" for x in peeked], fh)
+        try:
+            yield from stream.run(src, 1 if fh.seekable() else n)
+        finally:
+            summary.events += stream.events
+        return
+    # documents: NDJSON (one per line) or one document for the whole file
+    docs = _documents(first, iter([*peeked, *lines]) if peeked else lines, one_line, name, opts)
+    if fmt == "trace":
+        yield from _check_traces(docs, name, spec, summary)
+        return
+    yield from _check_transcripts(docs, name, None if fmt == "transcript" else fmt, opts, spec, summary)
+
+
+class _Prepend(io.RawIOBase):
+    """A byte stream that yields ``head`` (lines already read) before the rest of ``fh``."""
+
+    def __init__(self, head: list[bytes], fh: IO[bytes]) -> None:
+        self.head = list(reversed(head))
+        self.fh = fh
+
+    def readline(self, size: int | None = -1) -> bytes:  # type: ignore[override]
+        if self.head:
+            return self.head.pop()
+        return self.fh.readline(size if size is not None else -1)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+def _kind_of(doc: Json) -> str:
+    if isinstance(doc, dict):
+        typ = doc.get("type")
+        if isinstance(typ, str) and typ in EVENT_TYPES and "run" in doc:
+            return "ledger"
+        if doc.get("format") == TRACE_FORMAT:
+            return "trace"
+        return "transcript"
+    return "transcript"
+
+
+@dataclass
+class _Doc:
+    value: Json
+    line: int
+    located: Located | None
+    number: int  # 1-based position among the file's conversations
+
+
+def _documents(first: tuple[int, bytes | None, str | None], lines: Iterator[tuple[int, bytes | None, str | None]],
+               one_line: bool, name: str, opts: Options) -> Iterator[_Doc | InputError]:
+    if one_line:
+        k = 0
+        for n, raw, err in _chain(first, lines):
+            if raw is None:
+                yield InputError(name, n, err or "unreadable line")
+                continue
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield InputError(name, n, f"not UTF-8 (byte {exc.start})")
+                continue
+            try:
+                loc = loads_located(text, n)
+            except (ValueError, RecursionError) as exc:
+                yield InputError(name, n, f"not JSON: {_reason(exc)}")
+                continue
+            k += 1
+            yield from _expand(loc, n, k)
+        return
+    # one document spread over lines
+    chunks = [first[1] or b""]
+    size = len(chunks[0])
+    for n, raw, err in lines:
+        if raw is None:
+            yield InputError(name, n, f"{err} (in a document that spans the file)")
+            return
+        chunks.append(raw)
+        size += len(raw)
+        if size > MAX_DOCUMENT:
+            yield InputError(name, None, f"a single JSON document larger than {MAX_DOCUMENT} bytes: write it as "
+                                         "NDJSON (one conversation a line)")
+            return
+    try:
+        text = b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        yield InputError(name, None, f"not UTF-8 (byte {exc.start})")
+        return
+    start = first[0]
+    try:
+        loc = loads_located(text, start)
+    except RecursionError:
+        yield InputError(name, None, "not JSON: nested too deeply")
+        return
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        yield InputError(name, (line + start - 1) if isinstance(line, int) else None, f"not JSON: {_reason(exc)}")
+        return
+    yield from _expand(loc, start, 1)
+
+
+def _expand(loc: Located, line: int, k: int) -> Iterator[_Doc]:
+    doc = loc.doc
+    if isinstance(doc, list) and doc and not is_conversation(doc) and all(is_conversation(d) or (
+            isinstance(d, dict) and d.get("format") == TRACE_FORMAT) for d in doc):
+        for j, d in enumerate(doc):
+            yield _Doc(d, loc.line(d) if isinstance(d, dict) else line, loc, k + j)
+        return
+    yield _Doc(doc, line, loc, k)
+
+
+def _reason(exc: BaseException) -> str:
+    msg = getattr(exc, "msg", None) or str(exc)
+    return str(msg).splitlines()[0] if msg else type(exc).__name__
+
+
+def _check_traces(docs: Iterator[_Doc | InputError], name: str, spec: Spec,
+                  summary: Summary) -> Iterator[RunRecord | InputError]:
+    for d in docs:
+        if isinstance(d, InputError):
+            yield d
+            continue
+        trace = d.value
+        rid = trace.get("id") if isinstance(trace, dict) and isinstance(trace.get("id"), str) else f"trace-{d.number}"
+        n_events = len(trace.get("events", [])) if isinstance(trace, dict) and isinstance(trace.get("events"), list) \
+            else 0
+        summary.events += n_events
+        try:
+            verdict = judge(trace, spec=spec)
+        except TraceError as exc:
+            yield RunRecord(name, rid, "trace", "unreadable", n_events, (d.line, d.line),
+                            error=f"{exc.where}: {exc.message}", error_line=d.line)
+            continue
+        v = verdict.violation
+        rec = RunRecord(name, rid, "trace", "conforms" if v is None else "violates", n_events, (d.line, d.line),
+                        dict(verdict.expected), {}, v)
+        if v is not None:
+            rec.at = {"event": None, "seq": None, "line": d.line, "observedTransition": None}
+        yield rec
+
+
+def _check_transcripts(docs: Iterator[_Doc | InputError], name: str, fmt: str | None, opts: Options, spec: Spec,
+                       summary: Summary) -> Iterator[RunRecord | InputError]:
+    rules = tables_for(spec).rules
+    all_rules = tables_for(spec).rule_ids
+    base = os.path.basename(name) if name != "-" else "stdin"
+    file_fmt = fmt
+    pending: list[_Doc] = []  # conversations seen before the format showed (all need the same importer)
+
+    def one(d: _Doc, f: str) -> RunRecord:
+        doc = d.value
+        cid = f"{base}#{d.number}"
+        if isinstance(doc, dict) and isinstance(doc.get("id"), str):
+            cid = doc["id"]
+        body = conversation_body(doc)
+        if body is None:
+            return RunRecord(name, cid, f, "unreadable", 0, (d.line, d.line),
+                             error=f"not a {f} conversation: expected an object with messages (or input/output "
+                                   "items), or a list of them", error_line=d.line)
+        key, entries = body
+        where = key or "$"
+        loc = d.located
+        line_of = (lambda o: loc.line(o)) if loc is not None else (lambda o: d.line)
+        summary.events += len(entries)
+        try:
+            items = IMPORTERS[f](entries, where, line_of)
+        except TranscriptError as exc:
+            return RunRecord(name, cid, f, "unreadable", len(entries), (d.line, d.line),
+                             error=f"{exc.where}: {exc.message}", error_line=exc.line or d.line)
+        last = max([d.line] + [it.line for it in items])
+        tv = check_items(f, cid, items, len(entries), rules, allow_incomplete=opts.allow_incomplete)
+        w = WITNESSED[f]
+        checks = {"verified": [r for r, how in w.items() if how == "verified"],
+                  "assumed": [r for r, how in w.items() if how == "assumed"],
+                  "notWitnessed": [r for r in all_rules if r not in w and r != "R0"]}
+        summ = {"calls": tv.calls, "results": tv.results}
+        if tv.violation is None:
+            return RunRecord(name, cid, f, "conforms", tv.events, (d.line, last), summ, checks)
+        return RunRecord(name, cid, f, "violates", tv.events, (d.line, last), summ, checks, tv.violation,
+                         {"event": tv.item_pos, "path": tv.path, "line": tv.line},
+                         {"events": tv.item_pos, "steps": tv.steps})
+
+    for d in docs:
+        if isinstance(d, InputError):
+            yield d
+            continue
+        if file_fmt is None:
+            f = detect_format(d.value)
+            if f is None:
+                pending.append(d)
+                continue
+            file_fmt = f
+            for p in pending:
+                yield one(p, f)
+            pending.clear()
+        yield one(d, file_fmt)
+    for p in pending:  # no conversation showed its format: none uses tools, so any importer agrees
+        yield one(p, "openai-chat")
+
+
+def assumption_notes(input_kind: str) -> dict[str, str]:
+    from ._records import LEDGER_ASSUMPTIONS
+
+    if input_kind == "ledger":
+        return dict(LEDGER_ASSUMPTIONS)
+    if input_kind in WITNESSED:
+        return {r: ASSUMPTION for r, how in WITNESSED[input_kind].items() if how == "assumed"}
+    return {}
+
+
+def read_text_input(data: bytes, name: str = "<memory>", **kw: Any) -> FileResult:
+    """Check in-memory bytes (tests, notebooks)."""
+    res = FileResult()
+    spec = kw.pop("spec", None) or default_spec()
+    opts = kw.pop("options", Options())
+    fmt = kw.pop("input_format", "auto")
+    res.summary.files += 1
+    for item in _check_open(io.BytesIO(data), name, fmt, opts, spec, res.summary):
+        if isinstance(item, InputError):
+            res.summary.input_errors += 1
+            res.errors.append(item)
+        else:
+            res.summary.add(item)
+            res.records.append(item)
+    return res
+
+
+def paths_exist(paths: list[str]) -> list[str]:
+    return [p for p in paths if p != "-" and not Path(p).exists()]

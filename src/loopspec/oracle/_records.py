@@ -1,0 +1,240 @@
+"""Verdict records: one per run (data first), plus input errors and the summary.
+
+A violating run's record carries the judge's :class:`~loopspec._judge.Violation` (rule, kind,
+invariant, the invariants the observed behaviour breaks, the rules' "Checked by" invariants, the
+request index, the spec transition, expected vs observed, the "Let … Then …" explanation), where it
+happened (event index within the run, seq, file line), the longest conforming prefix, and the path
+on the spec machine with the failed step (``spec/schema/transition-path.schema.json``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .._judge import Verdict, Violation, pick_invariant
+from .._text import compact
+from ._ledger import Divergence, RunChecker
+from ._tables import Tables
+
+Json = Any
+
+#: Why a rule is taken as reported, for ledgers (key: rule id).
+LEDGER_ASSUMPTIONS: Final[Mapping[str, str]] = {
+    "R4": "arguments recorded only as digests: whether they satisfy the tool's input schema (and whether they "
+          "were a JSON object, R2) is taken from the ledger: INVALID_ARGUMENT where it says so, valid elsewhere; "
+          "the place of that check in R1's order is verified",
+    "R16": "the ledger does not record the principal each execution received (execution_started.principal)",
+    "R24": "the authorization hook's answers are not recorded: a denial (T16) is taken as the hook's answer; that "
+           "it is asked after the id checks and before any budget is charged is verified",
+}
+
+#: Rules a ledger cannot witness at all.
+LEDGER_NOT_WITNESSED: Final[Mapping[str, str]] = {
+    "R15": "error answers are recorded by code only: their message, next_action and request_id are not in the "
+           "ledger (the code is checked)",
+    "R25": "outputs are recorded as digests of the projected value: whether undeclared fields were projected away "
+           "cannot be seen",
+}
+
+
+@dataclass
+class RunRecord:
+    file: str
+    run: str
+    input: str
+    verdict: str  # "conforms" | "violates" | "unreadable"
+    events: int
+    lines: tuple[int, int]
+    summary: Mapping[str, Json] = field(default_factory=dict)
+    checks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    violation: Violation | None = None
+    at: Mapping[str, Json] | None = None
+    prefix: Mapping[str, Json] | None = None
+    error: str | None = None
+    error_line: int | None = None
+    trace: Mapping[str, Json] | None = None
+    amends: bool = False  # a later event changed the verdict of a run already reported as conforming
+
+    @property
+    def verdict_obj(self) -> Verdict:
+        return Verdict(self.violation, dict(self.summary), {"events": self.events})
+
+    def to_json(self) -> dict[str, Json]:
+        out: dict[str, Json] = {"file": self.file, "run": self.run, "input": self.input, "verdict": self.verdict,
+                                "events": self.events, "lines": list(self.lines)}
+        if self.amends:
+            out["amends"] = True
+        if self.summary:
+            out["summary"] = dict(self.summary)
+        if self.checks:
+            out["checks"] = {k: list(v) for k, v in self.checks.items()}
+        if self.violation is not None:
+            v = self.violation.to_json()
+            if self.at is not None:
+                v["at"] = dict(self.at)
+            out["violation"] = v
+            out["prefix"] = None if self.prefix is None else dict(self.prefix)
+            if self.trace is not None:
+                out["trace"] = dict(self.trace)
+        if self.error is not None:
+            out["error"] = {"line": self.error_line, "message": self.error}
+        return out
+
+
+@dataclass(frozen=True)
+class InputError:
+    """A line or a file that could not be read, not attributable to one run."""
+
+    file: str
+    line: int | None
+    message: str
+
+    def text(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}" if self.line else f"{self.file}: {self.message}"
+
+    def to_json(self) -> dict[str, Json]:
+        return {"file": self.file, "line": self.line, "message": self.message}
+
+
+@dataclass
+class Summary:
+    files: int = 0
+    runs: int = 0
+    events: int = 0
+    conform: int = 0
+    violate: int = 0
+    unreadable: int = 0
+    input_errors: int = 0
+    by_rule: Counter[str] = field(default_factory=Counter)
+    by_input: Counter[str] = field(default_factory=Counter)
+    assumed: Counter[str] = field(default_factory=Counter)
+
+    def add(self, rec: RunRecord) -> None:
+        if rec.amends:  # the run was counted as conforming; it now violates
+            self.conform -= 1
+            self.violate += 1
+            assert rec.violation is not None
+            self.by_rule[rec.violation.rule] += 1
+            return
+        self.runs += 1
+        self.by_input[rec.input] += 1
+        if rec.verdict == "conforms":
+            self.conform += 1
+        elif rec.verdict == "violates":
+            self.violate += 1
+            assert rec.violation is not None
+            self.by_rule[rec.violation.rule] += 1
+        else:
+            self.unreadable += 1
+        for r in rec.checks.get("assumed", ()):
+            self.assumed[r] += 1
+
+    def merge(self, other: Summary) -> None:
+        for k in ("files", "runs", "events", "conform", "violate", "unreadable", "input_errors"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.by_rule.update(other.by_rule)
+        self.by_input.update(other.by_input)
+        self.assumed.update(other.assumed)
+
+    @property
+    def exit_code(self) -> int:
+        if self.unreadable or self.input_errors:
+            return 2
+        return 1 if self.violate else 0
+
+    def to_json(self) -> dict[str, Json]:
+        return {
+            "files": self.files, "runs": self.runs, "events": self.events, "conform": self.conform,
+            "violate": self.violate, "unreadable": self.unreadable, "inputErrors": self.input_errors,
+            "violationsByRule": dict(sorted(self.by_rule.items(), key=_rule_key)),
+            "inputs": dict(sorted(self.by_input.items())),
+            "assumed": {r: {"runs": n, "why": LEDGER_ASSUMPTIONS.get(r, "")}
+                        for r, n in sorted(self.assumed.items(), key=_rule_key)},
+            "exitCode": self.exit_code,
+        }
+
+    def line(self) -> str:
+        rules = ", ".join(f"{r} ×{n}" for r, n in sorted(self.by_rule.items(), key=_rule_key))
+        files = f"{self.files} file{'s' if self.files != 1 else ''}"
+        text = (f"checked {self.runs} run{'s' if self.runs != 1 else ''}, {self.events} event"
+                f"{'s' if self.events != 1 else ''} in {files}: {self.conform} conform, {self.violate} violate"
+                + (f" ({rules})" if rules else "") + f", {self.unreadable} unreadable")
+        if self.input_errors:
+            text += f"; {self.input_errors} input error{'s' if self.input_errors != 1 else ''}"
+        return text
+
+
+def _rule_key(item: tuple[str, int]) -> tuple[int, str]:
+    r = item[0]
+    return (int(r[1:]) if r[1:].isdigit() else 999, r)
+
+
+# --------------------------------------------------------------------------------------------
+# Ledger records
+# --------------------------------------------------------------------------------------------
+
+
+def ledger_checks(t: Tables, chk: RunChecker) -> dict[str, list[str]]:
+    assumed = chk.checks.assumed()
+    not_w = list(LEDGER_NOT_WITNESSED)
+    skip = set(assumed) | set(not_w) | {"R0"}
+    return {"verified": [r for r in t.rule_ids if r not in skip], "assumed": assumed, "notWitnessed": not_w}
+
+
+def conforming_record(t: Tables, chk: RunChecker, file: str) -> RunRecord:
+    return RunRecord(file, chk.run_id, "ledger", "conforms", chk.events, (chk.first_line, chk.last_line),
+                     chk.summary(), ledger_checks(t, chk))
+
+
+def unreadable_record(file: str, run: str, events: int, lines: tuple[int, int], message: str, line: int | None,
+                      input_kind: str = "ledger") -> RunRecord:
+    return RunRecord(file, run, input_kind, "unreadable", events, lines, error=message, error_line=line)
+
+
+def violation_record(t: Tables, chk: RunChecker, d: Divergence, file: str, *, amends: bool = False) -> RunRecord:
+    from ._explain import explanation
+
+    steps = chk.step_records()
+    if not d.at_step and steps:
+        failed_step = steps[-1]
+        prefix = steps[:-1]
+        path = [s.tid for s in prefix] + [failed_step.tid]
+        failed: int | None = len(prefix)
+    else:
+        prefix = steps
+        path = [s.tid for s in prefix]
+        failed = None
+        if d.expected_tid is not None:
+            path.append(d.expected_tid)
+            failed = len(prefix)
+    omitted = (chk.step - len(steps)) if chk.step > len(steps) else 0
+    event_index = chk.events - 1 if d.event is not None else chk.events
+    last_ok_line = prefix[-1].line if prefix else chk.first_line
+    rules = t.rules
+    violated = d.invariants
+    invariant = pick_invariant(t.spec, d.rule, violated)
+    if invariant is None and d.invariant_hint in rules.get(d.rule, ()):
+        invariant = d.invariant_hint
+    v = Violation(rule=d.rule, kind=d.kind, index=d.index, expected=d.expected, observed=d.observed,
+                  explanation=explanation(t, chk, d, prefix, omitted), invariant=invariant, invariants=violated,
+                  transition=d.expected_tid, checked_by=rules.get(d.rule, ()))
+    at = {"event": event_index, "seq": d.event.get("seq") if d.event is not None else None, "line": d.line,
+          "observedTransition": d.observed_tid}
+    pre = {"events": event_index, "steps": omitted + len(prefix), "lastLine": last_ok_line,
+           "path": [s.tid for s in prefix], "start": chk.window_start, "omitted": omitted}
+    trace: dict[str, Json] = {"path": path, "failed": failed,
+                              "label": f"run {chk.run_id}: {d.rule} {d.kind}", "source": f"loopspec check {file}"}
+    if chk.window_start != t.spec.initial.id or omitted:
+        trace["start"] = chk.window_start
+    return RunRecord(file, chk.run_id, "ledger", "violates", chk.events, (chk.first_line, chk.last_line),
+                     chk.summary(), ledger_checks(t, chk), v, at, pre, trace=trace, amends=amends)
+
+
+def describe_value(v: Json, n: int = 40) -> str:
+    try:
+        return compact(v, n)
+    except (TypeError, ValueError):
+        return repr(v)[:n]

@@ -1,0 +1,289 @@
+"""Reading inputs: lines of a file (bounded length), and the ledger loop that demultiplexes runs.
+
+Memory: the file is read line by line (a line longer than ``max_line`` bytes is skipped without
+being held), each open run keeps one :class:`~._ledger.RunChecker`, and a finished run leaves only a
+:class:`~._ledger.Finished` note (to judge a late result and to tell an event after the terminal one
+from a new run) — so memory grows with the number of *open* runs, plus a few dozen bytes per
+finished run id, never with the number of events.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any, Final
+
+from .._spec import Spec
+from . import _json
+from ._classify import after_terminal_divergence
+from ._ledger import Divergence, Finished, RunChecker, RunInputError
+from ._records import InputError, RunRecord, conforming_record, unreadable_record, violation_record
+from ._tables import EVENT_TYPES, tables_for
+
+Json = Any
+
+#: Default longest line read (bytes); longer lines are skipped with an error naming the line.
+DEFAULT_MAX_LINE: Final = 16 * 1024 * 1024
+
+_RUN_RE: Final = re.compile(rb'"run"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
+
+
+@dataclass(frozen=True)
+class Options:
+    max_line: int = DEFAULT_MAX_LINE
+    allow_incomplete: bool = False
+    validate: bool = False  # validate every event against the ledger JSON Schema (slow)
+
+
+DEFAULT_OPTIONS: Final = Options()
+
+
+def read_lines(fh: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """(line number, the line or None, an error or None), reading at most ``max_line`` bytes at once."""
+    n = 0
+    readline = fh.readline
+    while True:
+        line = readline(max_line + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > max_line:
+            while line and not line.endswith(b"\n"):
+                line = readline(1 << 20)
+            yield n, None, f"line longer than {max_line} bytes (the limit, --max-line-bytes): skipped"
+            continue
+        yield n, line, None
+
+
+def _guess_run(raw: bytes) -> str | None:
+    m = _RUN_RE.search(raw[:4096])
+    if m is None:
+        return None
+    try:
+        v = _json.loads(b'"' + m.group(1) + b'"')
+    except _json.JsonError:
+        return None
+    return v if isinstance(v, str) else None
+
+
+class LedgerStream:
+    """Checks the runs of one ledger file; ``feed`` lines, then ``close``. Yields records as runs end."""
+
+    def __init__(self, spec: Spec, file: str, options: Options = DEFAULT_OPTIONS) -> None:
+        self.t = tables_for(spec)
+        self.file = file
+        self.opts = options
+        self.open: dict[str, RunChecker] = {}
+        self.finished: dict[str, Finished] = {}
+        self.events = 0
+        self.errors: list[InputError] = []
+
+    def _error(self, line: int | None, message: str) -> InputError:
+        e = InputError(self.file, line, message)
+        self.errors.append(e)
+        return e
+
+    def run(self, fh: IO[bytes], first_line: int = 1) -> Iterator[RunRecord | InputError]:
+        """Check every event read from ``fh`` (numbering lines from ``first_line``), then close the
+        runs left open. The loop is the hot path: one readline, one parse, one dict lookup and the
+        run's ``feed`` per event."""
+        loads = _json.loads_fast
+        types = EVENT_TYPES
+        open_runs = self.open
+        readline = fh.readline
+        limit = self.opts.max_line + 1
+        validate = self.opts.validate
+        n = first_line - 1
+        events = 0
+        try:
+            while True:
+                raw = readline(limit)
+                if not raw:
+                    break
+                n += 1
+                if len(raw) == limit and not raw.endswith(b"\n"):
+                    while raw and not raw.endswith(b"\n"):
+                        raw = readline(1 << 20)
+                    yield self._error(n, f"line longer than {limit - 1} bytes (the limit, --max-line-bytes): skipped")
+                    continue
+                try:
+                    ev = loads(raw)
+                except (ValueError, RecursionError) as exc:
+                    if not raw.strip():
+                        continue
+                    yield from self._bad_line(n, raw, exc)
+                    continue
+                if ev.__class__ is not dict:
+                    yield self._error(n, f"a ledger event must be a JSON object, got {_kind(ev)}")
+                    continue
+                events += 1
+                run = ev.get("run")
+                chk = open_runs.get(run) if run.__class__ is str else None  # type: ignore[arg-type]
+                if chk is None:
+                    yield from self._not_open(ev, n, run, raw)
+                    continue
+                typ = ev.get("type")
+                if typ.__class__ is not str or typ not in types:
+                    yield self._close_unreadable(chk, n, _unknown_type(ev))
+                    continue
+                if validate:
+                    msg = _schema_problem(ev)
+                    if msg is not None:
+                        yield self._close_unreadable(chk, n, msg)
+                        continue
+                try:
+                    chk.feed(ev, n)
+                except Divergence as d:
+                    yield self._violation(chk, d, ev, n)
+                except RunInputError as e:
+                    yield self._close_unreadable(chk, e.line or n, e.message)
+                except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                    yield self._close_unreadable(chk, n, _explain_bad_event(ev, exc))
+                else:
+                    if chk.terminal:
+                        del open_runs[chk.run_id]
+                        self.finished[chk.run_id] = Finished(True, chk.inflight, chk.terminal_line, seq=chk.seq)
+                        yield conforming_record(self.t, chk, self.file)
+        finally:
+            self.events += events
+        yield from self.close()
+
+    def _not_open(self, ev: dict[str, Json], n: int, run: Json, raw: bytes = b"") -> Iterator[RunRecord | InputError]:
+        if not isinstance(run, str) or not run:
+            yield self._error(n, 'a ledger event needs "run": a non-empty string')
+            return
+        typ = ev.get("type")
+        if not isinstance(typ, str) or typ not in EVENT_TYPES:
+            yield self._error(n, _unknown_type(ev))
+            return
+        fin = self.finished.get(run)
+        if fin is not None:
+            yield from self._after_end(fin, ev, n, run)
+            return
+        if typ != "run_started":
+            self.finished[run] = Finished(False, None, n)
+            yield unreadable_record(self.file, run, 1, (n, n),
+                                    f"run {run!r} starts with {typ} (seq {ev.get('seq')!r}), not run_started: its "
+                                    "configuration is unknown, so it cannot be checked", n)
+            return
+        if self.opts.validate:
+            msg = _schema_problem(ev)
+            if msg is not None:
+                self.finished[run] = Finished(False, None, n)
+                yield unreadable_record(self.file, run, 1, (n, n), msg, n)
+                return
+        try:
+            if ev.get("seq") != 1:
+                raise RunInputError(f"run_started has seq {ev.get('seq')!r}; a run's events are numbered from 1", n)
+            k = raw.find(b'"config":')
+            self.open[run] = RunChecker(self.t, run, ev, n, config_key=raw[k:] if k >= 0 else None)
+        except RunInputError as e:
+            self.finished[run] = Finished(False, None, n)
+            yield unreadable_record(self.file, run, 1, (n, n), e.message, e.line or n)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.finished[run] = Finished(False, None, n)
+            yield unreadable_record(self.file, run, 1, (n, n), _explain_bad_event(ev, exc), n)
+
+    def _after_end(self, fin: Finished, ev: dict[str, Json], n: int, run: str) -> Iterator[RunRecord | InputError]:
+        if not fin.conformed:
+            return  # the run's verdict is already given; its later events change nothing
+        typ = ev.get("type")
+        if typ == "run_started":
+            yield self._error(n, f"run id {run!r} is used again: its run already ended on line {fin.line} (run ids must "
+                                 "be unique in a ledger)")
+            return
+        if ev.get("seq") != fin.seq + 1:
+            yield self._error(n, f"seq {ev.get('seq')!r} follows seq {fin.seq} of run {run!r}, which ended on line "
+                                 f"{fin.line}")
+            return
+        fin.seq += 1
+        if typ == "late_result_discarded" and fin.inflight is not None and not fin.late_seen and (
+                ev.get("index"), ev.get("ordinal")) == fin.inflight and "step" not in ev:
+            fin.late_seen = True
+            return
+        d = after_terminal_divergence(fin, ev, n)
+        fin.conformed = False
+        yield _amendment(self.t, self.file, run, d, ev, n, fin)
+
+    def _violation(self, chk: RunChecker, d: Divergence, ev: dict[str, Json], n: int) -> RunRecord:
+        del self.open[chk.run_id]
+        self.finished[chk.run_id] = Finished(False, None, n)
+        if d.line is None:
+            d.line = n
+        return violation_record(self.t, chk, d, self.file)
+
+    def _close_unreadable(self, chk: RunChecker, line: int, message: str) -> RunRecord:
+        del self.open[chk.run_id]
+        self.finished[chk.run_id] = Finished(False, None, line)
+        return unreadable_record(self.file, chk.run_id, chk.events, (chk.first_line, line), message, line)
+
+    def _bad_line(self, n: int, raw: bytes, exc: BaseException) -> Iterator[RunRecord | InputError]:
+        msg = _json_reason(exc)
+        run = _guess_run(raw)
+        chk = self.open.get(run) if run is not None else None
+        if chk is not None:
+            yield self._close_unreadable(chk, n, f"not JSON: {msg}")
+        else:
+            yield self._error(n, f"not JSON: {msg}" + (f" (an event of run {run!r}?)" if run else ""))
+
+    def close(self) -> Iterator[RunRecord]:
+        for chk in list(self.open.values()):
+            del self.open[chk.run_id]
+            self.finished[chk.run_id] = Finished(False, None, chk.last_line)
+            if self.opts.allow_incomplete:
+                rec = conforming_record(self.t, chk, self.file)
+                rec.verdict = "conforms"
+                rec.summary = {**rec.summary, "incomplete": True}
+                yield rec
+                continue
+            yield violation_record(self.t, chk, chk.close_at_eof(), self.file)
+
+
+def _amendment(t: Any, file: str, run: str, d: Divergence, ev: dict[str, Json], n: int, fin: Finished) -> RunRecord:
+    from .._judge import Violation
+
+    rules = t.rules
+    inv = d.invariant_hint if d.invariant_hint in rules.get(d.rule, ()) else None
+    expl = (f"Let run {run!r} end with its terminal event on line {fin.line} (conforming up to there).\n{d.then}")
+    v = Violation(rule=d.rule, kind=d.kind, index=d.index, expected=d.expected, observed=d.observed, explanation=expl,
+                  invariant=inv, invariants=(), transition=None, checked_by=rules.get(d.rule, ()))
+    return RunRecord(file, run, "ledger", "violates", fin.seq, (fin.line, n), {}, {}, v,
+                     {"event": fin.seq - 1, "seq": ev.get("seq"), "line": n, "observedTransition": ev.get("via")},
+                     {"events": fin.seq - 1, "lastLine": fin.line}, amends=True)
+
+
+def _kind(v: Json) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(v), "a number")
+
+
+def _unknown_type(ev: dict[str, Json]) -> str:
+    typ = ev.get("type")
+    if typ is None:
+        return 'the event has no "type"'
+    return f"unknown event type {typ!r} (ledger v1 knows: {', '.join(sorted(EVENT_TYPES))})"
+
+
+def _json_reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 (byte {exc.start})"
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "recursion" in msg.lower() or "depth" in msg.lower():
+        return "nested too deeply"
+    return msg
+
+
+def _schema_problem(ev: dict[str, Json]) -> str | None:
+    from ._schema import ledger_problem
+
+    return ledger_problem(ev)
+
+
+def _explain_bad_event(ev: dict[str, Json], exc: BaseException) -> str:
+    msg = _schema_problem(ev)
+    if msg is not None:
+        return msg
+    return f"{ev.get('type')} event could not be read ({type(exc).__name__}: {exc})"

@@ -1,0 +1,540 @@
+"""Transcripts people already have: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages.
+
+A transcript shows what the model proposed and what the application sent back, but not what ran,
+what the limits were, or the tools' schemas. So only the rules a transcript can *witness* are
+checked (see :data:`WITNESSED`); the verdict lists the others as not witnessed.
+
+Each importer turns one conversation into a flat list of :class:`Item` s — a user turn, a proposal
+(one model response's calls), a final answer (a model response with no call), a tool result — in
+conversation order, and :func:`check_items` walks them:
+
+* every call gets exactly one result, and no result comes without its call (R11);
+* results come in the order of the calls (request order, R11);
+* a call id reused for *different* content is refused, never answered as a success (R7, R5);
+* a call id reused for the *same* content is a replay: it gets exactly the stored result (R6);
+* after the final answer, no tool call until the user speaks again (R28).
+
+Field shapes follow the providers' documented formats: Chat Completions assistant ``tool_calls``
+(``id``, ``type: function``, ``function.name``, ``function.arguments`` as a JSON *string*) and
+``tool`` messages (``tool_call_id``, ``content``); Responses ``function_call`` items (``call_id``,
+``name``, ``arguments`` as a JSON string) and ``function_call_output`` items (``call_id``,
+``output``); Anthropic ``tool_use`` content blocks (``id``, ``name``, ``input`` object) in assistant
+messages and ``tool_result`` blocks (``tool_use_id``, ``content``, optional ``is_error``) in user
+messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .. import _core as core
+from .._judge import Violation
+from .._text import compact
+from . import _json
+
+Json = Any
+
+FORMATS: Final = ("openai-chat", "openai-responses", "anthropic")
+
+#: Rules each importer can witness, and how firmly: "verified" from the transcript, "assumed" when
+#: the verdict rests on telling an error result from a success, which only Anthropic records
+#: (``is_error``); elsewhere a result is a success unless its content is a loopspec error object.
+WITNESSED: Final[Mapping[str, Mapping[str, str]]] = {
+    "openai-chat": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed"},
+    "openai-responses": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed"},
+    "anthropic": {"R11": "verified", "R28": "verified", "R7": "verified", "R6": "verified"},
+}
+
+ASSUMPTION: Final = ("a result counts as a success unless it is marked as an error (Anthropic is_error) or its "
+                     "content is a loopspec error object {\"status\": \"error\", \"code\": …}")
+
+NOT_WITNESSED: Final = ("a transcript holds no tool schemas, limits, executions, principal or outcome: the check "
+                        "order (R1-R4), budgets and counts (R9, R12, R19-R23), modes (R13, R14), identity (R16, "
+                        "R24), errors' structure (R15, R17), projection (R25) and the terminal state cannot be seen")
+
+
+class TranscriptError(ValueError):
+    """A conversation that does not have the shape of its format: ``where`` is a JSON path."""
+
+    def __init__(self, where: str, message: str, line: int | None = None) -> None:
+        self.where, self.message, self.line = where, message, line
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class Call:
+    id: Json
+    name: Json
+    args: Json
+    args_ok: bool
+    path: str
+    line: int
+    index: int = 0  # request index across the conversation
+    cls: str = "fresh"  # fresh | replay | conflict | malformed
+
+
+@dataclass
+class Result:
+    id: Json
+    content: Json
+    is_error: bool | None
+    path: str
+    line: int
+
+
+@dataclass
+class Item:
+    kind: str  # user | proposal | final | result
+    pos: int  # position in the conversation (event index)
+    path: str
+    line: int
+    calls: list[Call] = field(default_factory=list)
+    result: Result | None = None
+
+
+LineOf = Callable[[Json], int]
+
+
+def _need(cond: bool, where: str, message: str, line: int | None = None) -> None:
+    if not cond:
+        raise TranscriptError(where, message, line)
+
+
+def _parse_args(text: Json) -> tuple[Json, bool]:
+    """Chat/Responses arguments are a JSON string; they are an arguments object only when it parses to one."""
+    if isinstance(text, dict):
+        return text, core.is_json(text)
+    if not isinstance(text, str):
+        return text, False
+    try:
+        v = _json.loads(text)
+    except _json.JsonError:
+        return text, False
+    return v, isinstance(v, dict) and core.is_json(v)
+
+
+def _has_text(content: Json) -> bool:
+    if isinstance(content, str):
+        return content.strip() != ""
+    if isinstance(content, list):
+        return any(isinstance(b, dict) and b.get("type") in ("text", "output_text", "input_text") for b in content)
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# Importers
+# --------------------------------------------------------------------------------------------
+
+
+def import_openai_chat(messages: Json, base: str, line_of: LineOf) -> list[Item]:
+    _need(isinstance(messages, list), base, "expected a list of messages")
+    items: list[Item] = []
+    for k, m in enumerate(messages):
+        where = f"{base}[{k}]"
+        _need(isinstance(m, dict), where, "a message must be an object", line_of(messages))
+        line = line_of(m)
+        role = m.get("role")
+        _need(isinstance(role, str), f"{where}.role", "missing (a message needs a role)", line)
+        if role in ("system", "developer"):
+            continue
+        if role == "user":
+            items.append(Item("user", k, where, line))
+        elif role == "assistant":
+            tcs = m.get("tool_calls")
+            calls: list[Call] = []
+            if tcs is not None:
+                _need(isinstance(tcs, list), f"{where}.tool_calls", "expected a list", line)
+                for j, tc in enumerate(tcs):
+                    w = f"{where}.tool_calls[{j}]"
+                    _need(isinstance(tc, dict), w, "a tool call must be an object", line)
+                    fn = tc.get("function")
+                    _need(isinstance(fn, dict), f"{w}.function", "expected {name, arguments}", line_of(tc))
+                    args, ok = _parse_args(fn.get("arguments"))
+                    calls.append(Call(tc.get("id"), fn.get("name"), args, ok, w, line_of(tc)))
+            elif isinstance(m.get("function_call"), dict):  # deprecated single call, without an id
+                fn = m["function_call"]
+                args, ok = _parse_args(fn.get("arguments"))
+                calls.append(Call(None, fn.get("name"), args, ok, f"{where}.function_call", line))
+            items.append(Item("proposal" if calls else "final", k, where, line, calls))
+        elif role in ("tool", "function"):
+            cid = m.get("tool_call_id") if role == "tool" else None
+            if role == "tool":
+                _need("tool_call_id" in m, f"{where}.tool_call_id", "missing (a tool message answers one call id)", line)
+            items.append(Item("result", k, where, line, result=Result(cid, m.get("content"), None, where, line)))
+        else:
+            raise TranscriptError(f"{where}.role", f"unknown role {role!r} (Chat Completions: system, developer, "
+                                  "user, assistant, tool)", line)
+    return items
+
+
+def import_openai_responses(entries: Json, base: str, line_of: LineOf) -> list[Item]:
+    _need(isinstance(entries, list), base, "expected a list of items")
+    items: list[Item] = []
+    segment: Item | None = None  # the model output being collected (consecutive output items)
+    for k, it in enumerate(entries):
+        where = f"{base}[{k}]"
+        _need(isinstance(it, dict), where, "an item must be an object", line_of(entries))
+        line = line_of(it)
+        typ = it.get("type", "message" if "role" in it else None)
+        _need(isinstance(typ, str), f"{where}.type", "missing", line)
+        if typ == "function_call":
+            args, ok = _parse_args(it.get("arguments"))
+            call = Call(it.get("call_id"), it.get("name"), args, ok, where, line)
+            if segment is None:
+                segment = Item("proposal", k, where, line)
+                items.append(segment)
+            segment.kind = "proposal"
+            segment.calls.append(call)
+        elif typ == "function_call_output":
+            _need("call_id" in it, f"{where}.call_id", "missing (an output answers one call_id)", line)
+            segment = None
+            items.append(Item("result", k, where, line, result=Result(it.get("call_id"), it.get("output"), None,
+                                                                        where, line)))
+        elif typ == "message":
+            role = it.get("role")
+            if role == "assistant":
+                if segment is None:
+                    segment = Item("final", k, where, line)
+                    items.append(segment)
+            elif role == "user":
+                segment = None
+                items.append(Item("user", k, where, line))
+            # system / developer messages carry no turn
+        elif typ == "reasoning":
+            continue
+        # other item types (hosted tools, ...) are not function calls: ignored
+    return items
+
+
+def import_anthropic(messages: Json, base: str, line_of: LineOf) -> list[Item]:
+    _need(isinstance(messages, list), base, "expected a list of messages")
+    items: list[Item] = []
+    for k, m in enumerate(messages):
+        where = f"{base}[{k}]"
+        _need(isinstance(m, dict), where, "a message must be an object", line_of(messages))
+        line = line_of(m)
+        role = m.get("role")
+        content = m.get("content")
+        _need(role in ("user", "assistant"), f"{where}.role", f"expected user or assistant, got {role!r}", line)
+        blocks = content if isinstance(content, list) else []
+        if role == "assistant":
+            calls = []
+            for j, b in enumerate(blocks):
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    inp = b.get("input")
+                    calls.append(Call(b.get("id"), b.get("name"), inp, isinstance(inp, dict) and core.is_json(inp),
+                                      f"{where}.content[{j}]", line_of(b)))
+            items.append(Item("proposal" if calls else "final", k, where, line, calls))
+            continue
+        other = isinstance(content, str) and content != ""
+        for j, b in enumerate(blocks):
+            if isinstance(b, dict) and b.get("type") == "tool_result":
+                w = f"{where}.content[{j}]"
+                _need("tool_use_id" in b, f"{w}.tool_use_id", "missing (a tool_result answers one tool_use id)", line)
+                err = b.get("is_error")
+                items.append(Item("result", k, w, line_of(b), result=Result(
+                    b.get("tool_use_id"), b.get("content"), err if isinstance(err, bool) else None, w, line_of(b))))
+            else:
+                other = True
+        if other:
+            items.append(Item("user", k, where, line))
+    return items
+
+
+IMPORTERS: Final[Mapping[str, Callable[[Json, str, LineOf], list[Item]]]] = {
+    "openai-chat": import_openai_chat,
+    "openai-responses": import_openai_responses,
+    "anthropic": import_anthropic,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Detection
+# --------------------------------------------------------------------------------------------
+
+
+def conversation_body(doc: Json) -> tuple[str, Json] | None:
+    """(key, list) of a conversation document: its messages or its Responses items."""
+    if isinstance(doc, dict):
+        if isinstance(doc.get("messages"), list):
+            return "messages", doc["messages"]
+        inp, out = doc.get("input"), doc.get("output")
+        if isinstance(inp, list) or isinstance(out, list):
+            return "input", (inp if isinstance(inp, list) else []) + (out if isinstance(out, list) else [])
+        return None
+    if isinstance(doc, list):
+        return "", doc
+    return None
+
+
+def detect_format(doc: Json) -> str | None:
+    """The format one conversation is in, when it shows (None: nothing decisive, e.g. no tool use)."""
+    body = conversation_body(doc)
+    if body is None:
+        return None
+    key, entries = body
+    if key == "input":
+        return "openai-responses"
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        if e.get("type") in ("function_call", "function_call_output", "message", "reasoning"):
+            return "openai-responses"
+        role = e.get("role")
+        if role == "tool" or "tool_calls" in e or role in ("system", "developer") or "function_call" in e:
+            return "openai-chat"
+        content = e.get("content")
+        if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
+                                             for b in content):
+            return "anthropic"
+    return None
+
+
+def is_conversation(doc: Json) -> bool:
+    body = conversation_body(doc)
+    if body is None:
+        return False
+    key, entries = body
+    if key:
+        return True
+    return bool(entries) and all(isinstance(e, dict) and ("role" in e or "type" in e) for e in entries)
+
+
+# --------------------------------------------------------------------------------------------
+# The check
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Binding:
+    key: str
+    index: int
+    success: Json = None
+    has_success: bool = False
+
+
+_NOTHING = object()
+
+
+@dataclass
+class TranscriptVerdict:
+    violation: Violation | None
+    item_pos: int | None  # event index (position in the conversation)
+    path: str | None
+    line: int | None
+    events: int
+    calls: int
+    results: int
+    steps: int
+
+
+def _content_key(c: Call) -> str:
+    if c.args_ok:
+        return core.content_key(c.name if isinstance(c.name, str) else compact(c.name), c.args)
+    return f"{c.name!r}\x00<not an object>\x00{c.args!r}"
+
+
+def _is_error(r: Result) -> bool:
+    if r.is_error is True:
+        return True
+    c = r.content
+    if isinstance(c, str):
+        try:
+            c = _json.loads(c)
+        except _json.JsonError:
+            return False
+    return isinstance(c, dict) and c.get("status") == "error" and isinstance(c.get("code"), str)
+
+
+def _error_code(r: Result) -> str | None:
+    c = r.content
+    if isinstance(c, str):
+        try:
+            c = _json.loads(c)
+        except _json.JsonError:
+            return None
+    return c.get("code") if isinstance(c, dict) and c.get("status") == "error" else None
+
+
+def _same(a: Json, b: Json) -> bool:
+    ca = core.canonical_json(a)
+    return ca is not None and ca == core.canonical_json(b)
+
+
+def _call_desc(c: Call) -> str:
+    cid = repr(c.id) if isinstance(c.id, str) else f"<id {compact(c.id, 12)}>"
+    name = c.name if isinstance(c.name, str) else "<no name>"
+    args = compact(c.args, 40) if c.args_ok else f"<arguments not an object: {compact(c.args, 30)}>"
+    return f"#{c.index} {cid} {name}({args})"
+
+
+class _Broken(Exception):
+    def __init__(self, rule: str, kind: str, item: Item, index: int | None, expected: Json, observed: Json,
+                 then: str) -> None:
+        self.rule, self.kind, self.item, self.index = rule, kind, item, index
+        self.expected, self.observed, self.then = expected, observed, then
+
+
+def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rules: Mapping[str, tuple[str, ...]], *,
+                allow_incomplete: bool = False, step_window: int = 48) -> TranscriptVerdict:
+    bindings: dict[str, _Binding] = {}
+    pending: list[Call] = []
+    answered: list[bool] = []
+    final_at: Item | None = None
+    calls_seen = 0
+    results_seen = 0
+    all_calls: list[Call] = []
+    steps: list[str] = []
+    n_steps = 0
+
+    def step(text: str) -> None:
+        nonlocal n_steps
+        n_steps += 1
+        steps.append(f"  {n_steps}. {text}")
+        if len(steps) > step_window:
+            del steps[0]
+
+    def first_unanswered() -> int | None:
+        return next((j for j, a in enumerate(answered) if not a), None)
+
+    def missing(item: Item, why: str) -> None:
+        j = first_unanswered()
+        if j is None:
+            return
+        c = pending[j]
+        raise _Broken("R11", "result-missing", item, c.index, {"result": {"callId": c.id}}, {"next": item.path},
+                      f"Then call {_call_desc(c)} ({c.path}, line {c.line}) gets exactly one result before "
+                      f"{why} (R11); but {item.path} (line {item.line}) comes first and it never got one.")
+
+    try:
+        for item in items:
+            if item.kind == "user":
+                missing(item, "the user speaks again")
+                pending, answered, final_at = [], [], None
+                step(f"{item.path} (line {item.line}): the user speaks — a new turn")
+            elif item.kind == "final":
+                missing(item, "the model answers")
+                pending, answered = [], []
+                final_at = item
+                step(f"{item.path} (line {item.line}): the model gives its final answer — every call is answered")
+            elif item.kind == "proposal":
+                for c in item.calls:
+                    c.index = calls_seen
+                    calls_seen += 1
+                    all_calls.append(c)
+                if final_at is not None:
+                    c = item.calls[0]
+                    raise _Broken("R28", "call-after-final", item, c.index, {"calls": 0},
+                                  {"calls": [x.id for x in item.calls]},
+                                  f"Then, once the model has given its final answer ({final_at.path}, line "
+                                  f"{final_at.line}), no further call is admitted until the user speaks (R28); but "
+                                  f"{item.path} (line {item.line}) proposes {_call_desc(c)}.")
+                missing(item, "the model is asked again")
+                notes = []
+                for c in item.calls:
+                    if not isinstance(c.id, str) or core.blank(c.id):
+                        c.cls = "malformed"
+                        notes.append(f"#{c.index} has no valid id")
+                        continue
+                    key = _content_key(c)
+                    b = bindings.get(c.id)
+                    if b is None:
+                        bindings[c.id] = _Binding(key, c.index)
+                        c.cls = "fresh"
+                    elif b.key != key:
+                        c.cls = "conflict"
+                        notes.append(f"#{c.index} reuses id {c.id!r} of #{b.index} for other content")
+                    else:
+                        c.cls = "replay"
+                        notes.append(f"#{c.index} repeats #{b.index} (same id, same content)")
+                pending, answered = list(item.calls), [False] * len(item.calls)
+                step(f"{item.path} (line {item.line}): the model proposes "
+                     + ", ".join(_call_desc(c) for c in item.calls) + (f" [{'; '.join(notes)}]" if notes else ""))
+            else:
+                r = item.result
+                assert r is not None
+                results_seen += 1
+                j = next((k for k, c in enumerate(pending) if not answered[k] and _same(c.id, r.id)), None)
+                if j is None:
+                    twice = next((c for k, c in enumerate(pending) if answered[k] and _same(c.id, r.id)), None)
+                    earlier = next((c for c in reversed(all_calls) if _same(c.id, r.id)), None)
+                    if twice is not None:
+                        raise _Broken("R11", "answered-twice", item, twice.index, {"results": 1},
+                                      {"result": r.path},
+                                      f"Then call {_call_desc(twice)} gets exactly one result (R11); but "
+                                      f"{r.path} (line {r.line}) is a second result for id {r.id!r}.")
+                    if earlier is not None:
+                        raise _Broken("R11", "result-out-of-turn", item, earlier.index, {"result": None},
+                                      {"result": r.path},
+                                      f"Then the results of a proposal come before the model is asked again (R11); "
+                                      f"but {r.path} (line {r.line}) answers {_call_desc(earlier)} "
+                                      f"({earlier.path}, line {earlier.line}) after that.")
+                    raise _Broken("R11", "result-without-call", item, None, {"result": None},
+                                  {"result": r.path, "callId": r.id},
+                                  f"Then every result answers a call (R11); but {r.path} (line {r.line}) answers id "
+                                  f"{compact(r.id, 30)}, which no call proposed.")
+                first = first_unanswered()
+                assert first is not None
+                c = pending[j]
+                if j != first:
+                    f = pending[first]
+                    raise _Broken("R11", "results-out-of-order", item, f.index,
+                                  {"next": {"callId": f.id, "index": f.index}}, {"result": {"callId": r.id,
+                                                                                            "index": c.index}},
+                                  f"Then results come in the order of the calls, so {_call_desc(f)} is answered next "
+                                  f"(R11); but {r.path} (line {r.line}) answers {_call_desc(c)} first.")
+                answered[j] = True
+                err = _is_error(r)
+                b = bindings.get(c.id) if c.cls != "malformed" else None
+                how = "an error" + (f" {_error_code(r)}" if _error_code(r) else "") if err else "a success"
+                if c.cls == "conflict" and not err:
+                    assert b is not None
+                    reuse = b.has_success and _same(b.success, r.content)
+                    raise _Broken("R7", "conflict-reused" if reuse else "conflict-answered", item, c.index,
+                                  {"result": "an error (ID_CONFLICT)"}, {"result": r.content},
+                                  f"Then call {_call_desc(c)} is refused with ID_CONFLICT: its id is bound to other "
+                                  f"content by #{b.index}, and it never gets a result of its own or the stored one "
+                                  f"(R7); but {r.path} (line {r.line}) answers it "
+                                  + ("with the stored result of #" + str(b.index) if reuse else "as a success")
+                                  + f" ({compact(r.content, 40)}).")
+                if c.cls == "replay" and b is not None and b.has_success and not err and not _same(b.success,
+                                                                                                  r.content):
+                    raise _Broken("R6", "replay-changed-result", item, c.index, {"result": b.success},
+                                  {"result": r.content},
+                                  f"Then call {_call_desc(c)} repeats #{b.index} (same id, same content) and is "
+                                  f"answered with exactly its stored result {compact(b.success, 40)} (R6); but "
+                                  f"{r.path} (line {r.line}) answers {compact(r.content, 40)}.")
+                if b is not None and not err and not b.has_success and c.cls != "conflict":
+                    b.success, b.has_success = r.content, True
+                step(f"{r.path} (line {r.line}): result for {_call_desc(c)}, {how} — the next call in order")
+        if not allow_incomplete and pending and first_unanswered() is not None:
+            last = items[-1]
+            j = first_unanswered()
+            assert j is not None
+            c = pending[j]
+            raise _Broken("R11", "result-missing", last, c.index, {"result": {"callId": c.id}}, {"result": None},
+                          f"Then call {_call_desc(c)} ({c.path}, line {c.line}) gets exactly one result (R11); but the "
+                          "conversation ends without it.")
+    except _Broken as b:
+        expl = [f"Let a conversation {conv_id!r} ({fmt}, {events} entries)"
+                + (" in which the model proposes:" if all_calls else ".")]
+        for c in all_calls[:16]:
+            expl.append(f"  {_call_desc(c)} ({c.path}, line {c.line})")
+        if len(all_calls) > 16:
+            expl.append(f"  … ({len(all_calls) - 16} more calls)")
+        if steps:
+            expl.append("Each step of the conversation, and why the spec allowed it:")
+            if n_steps > len(steps):
+                expl.append(f"  … {n_steps - len(steps)} earlier step(s) conformed")
+            expl += steps
+        expl.append(b.then)
+        cited = rules.get(b.rule, ())
+        inv = {"R11": "INV-ONE-ANSWER-IN-ORDER", "R7": "INV-CONFLICT-NO-REUSE", "R6": "INV-REPLAY-NO-EXEC",
+               "R28": "INV-NO-CALL-AFTER-FINAL"}.get(b.rule)
+        v = Violation(rule=b.rule, kind=b.kind, index=b.index, expected=b.expected, observed=b.observed,
+                      explanation="\n".join(expl), invariant=inv if inv in cited else (cited[0] if cited else None),
+                      invariants=(), transition=None, checked_by=cited)
+        return TranscriptVerdict(v, b.item.pos, b.item.path, b.item.line, events, calls_seen, results_seen, n_steps)
+    return TranscriptVerdict(None, None, None, None, events, calls_seen, results_seen, n_steps)
