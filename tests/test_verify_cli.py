@@ -48,7 +48,8 @@ def test_mutant_corpus_command(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["verify", "--mutants", "--format", "json", *SMALL])
     out = json.loads(capsys.readouterr().out)
     caught = {m["mutant"]: m["caught"] for m in out["mutants"]}
-    assert {"deadline-ignored", "abort-mode-continues", "failed-call-refused", "cached-failure-as-error"} <= set(caught)
+    assert {"deadline-ignored", "abort-mode-continues", "failed-call-refused", "cached-failure-as-error",
+            "retry-skipped"} <= set(caught)
     survivors = {m.semantics.name for m in SURVIVORS}
     assert all(caught[m] != (m in survivors) for m in caught)
     assert rc == 0 and out["unexpected"] == []

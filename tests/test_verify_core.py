@@ -302,6 +302,7 @@ def test_read_sets_and_clock_reads_are_found_in_the_source() -> None:
     assert reads_clock(core.GUARDS["deadline_passed"]) and reads_clock(core.GUARDS["retry_allowed"])
     assert not reads_clock(core.GUARDS["outcome_ok"])
     assert reads["INV-DEADLINE"] == {"late_model_requests", "executions"}
+    assert reads["INV-RETRY-DUE"] == {"executions"}
     assert {"aborted_answer", "requests", "answers", "executions"} <= reads["INV-DECISION"]
     assert {"cursor", "admitted_cursor", "status", "stop_reason"} <= reads["INV-ESCALATION"]
     groups = tables().clock_groups
@@ -309,6 +310,8 @@ def test_read_sets_and_clock_reads_are_found_in_the_source() -> None:
     # no guard of the check reads the clock, but its error answers record whether they are late
     assert reads_clock(core.answer_error) and ("proposed", "check") in groups
     assert ("returned", "advance") not in groups
+    # a failure made final records whether a retry was still due, which reads the clock (R23)
+    assert reads_clock(core.answer_failure) and not reads_clock(core.store_success)
 
 
 def test_effect_calls_are_what_the_steps_call() -> None:
@@ -357,12 +360,12 @@ def enumerate_steps_recorded(sem: Any, env: Any, m: Machine, calls: list[str]) -
 
 def test_clone_copies_every_field() -> None:
     """The checker copies RunStates field by field: a field the core adds must be copied too (the
-    facts of INV-DECISION / INV-DEADLINE live in new fields)."""
+    facts of INV-DECISION / INV-DEADLINE / INV-RETRY-DUE live in new fields)."""
     fields = {f.name for f in dataclasses.fields(RunState)}
     s = RunState(core.RunConfig(schemas={}))
     for f in fields - {"config", "bindings", "requests", "answers", "executions", "per_tool"}:
         setattr(s, f, f"value of {f}")
-    s.executions = [Execution(0, "t", "p", 1, 2, None, True, 3)]
+    s.executions = [Execution(0, "t", "p", 1, 2, None, True, 3, True)]
     t = clone(s)
     for f in fields:
         assert getattr(t, f) == getattr(s, f), f

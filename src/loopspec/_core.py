@@ -506,6 +506,7 @@ class Execution:
     outcome: Outcome | None = None
     late: bool = False  # started when the clock had reached the deadline (INV-DEADLINE)
     late_retries: int = 0  # retries started when the clock had reached the deadline
+    retry_skipped: bool = False  # its failure became final while a retry was still due (INV-RETRY-DUE)
 
 
 def answer_id(call_id: object) -> str | None:
@@ -764,9 +765,27 @@ def store_success(s: RunState) -> Answer:
     return a
 
 
+def retry_due(s: RunState) -> bool:
+    """R23 for the current execution: its latest attempt failed with DEPENDENCY_TEMPORARY, fewer
+    than ``max_retries`` retries were made and the clock has not reached the deadline. The fact
+    :func:`answer_failure` records; read here, not through the ``retry_allowed`` guard's table
+    entry, so that a variant of the guard cannot hide what it skipped."""
+    o = s.outcome
+    return (
+        o is not None
+        and not o.ok
+        and o.category == "DEPENDENCY_TEMPORARY"
+        and bool(s.executions)
+        and s.executions[-1].attempts - 1 < s.config.limits.max_retries
+        and not _deadline_passed(s)
+    )
+
+
 def answer_failure(s: RunState) -> Answer:
     r = s.current
     assert s.outcome is not None and not s.outcome.ok and s.outcome.category is not None
+    if retry_due(s):
+        s.executions[-1].retry_skipped = True
     a = Answer(r.index, r.round, answer_id(r.call_id), "error", code=s.outcome.category, executed=True)
     s.answers.append(a)
     return a
@@ -1115,6 +1134,10 @@ def inv_deadline(s: RunState) -> bool:
     return s.late_model_requests == 0 and not any(e.late or e.late_retries for e in s.executions)
 
 
+def inv_retry_due(s: RunState) -> bool:
+    return not any(e.retry_skipped for e in s.executions)
+
+
 def inv_trusted_principal(s: RunState) -> bool:
     return all(e.principal == s.config.principal for e in s.executions)
 
@@ -1143,6 +1166,7 @@ INVARIANTS: Final[Mapping[str, Callable[[RunState], bool]]] = {
     "INV-DECISION": inv_decision,
     "INV-ESCALATION": inv_escalation,
     "INV-DEADLINE": inv_deadline,
+    "INV-RETRY-DUE": inv_retry_due,
     "INV-NO-CALL-AFTER-FINAL": inv_no_call_after_final,
 }
 

@@ -78,6 +78,10 @@ def _facts(st: Step) -> list[str]:
     elif a.executions and b.executions and a.executions[-1].attempts > b.executions[-1].attempts:
         out.append(f"attempt {a.executions[-1].attempts} of execution {a.executions[-1].ordinal} (a retry)"
                    + (" — after the deadline" if a.executions[-1].late_retries > b.executions[-1].late_retries else ""))
+    if a.executions and b.executions and a.executions[-1].retry_skipped and not b.executions[-1].retry_skipped:
+        e = a.executions[-1]
+        out.append(f"execution {e.ordinal} ends failed after {e.attempts - 1} retr{'y' if e.attempts == 2 else 'ies'} "
+                   f"of {a.config.limits.max_retries} allowed, before the deadline — a retry was due")
     if len(a.answers) > len(b.answers):
         ans = a.answers[-1]
         what = (f"ok {_c(ans.output)}" + (" (replayed)" if ans.replayed else "")) if ans.status == "ok" else ans.code
@@ -113,6 +117,7 @@ def _state_excerpt(s: RunState, fields: frozenset[str]) -> list[str]:
                 + (" [started after the deadline]" if e.late else "")
                 + (f" [{e.late_retries} retr{'y' if e.late_retries == 1 else 'ies'} after the deadline]"
                    if e.late_retries else "")
+                + (" [failed while a retry was due]" if e.retry_skipped else "")
                 for e in s.executions))
         elif f == "aborted_answer":
             x = s.aborted_answer

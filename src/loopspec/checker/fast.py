@@ -570,6 +570,9 @@ class FastModel:
         * PARTIAL-COVERAGE asks whether any answer carried a limit code: a placeholder answer
           with one when ``glimit`` says so;
         * DEADLINE is a condition on a counter and on each execution: the window's executions;
+        * RETRY-DUE is a condition on each execution (a failure made final while a retry was due):
+          the window's executions — a past one had the fact false, or its state was a violation and
+          never expanded;
         * ESCALATION: an escalating answer other than the one just given breaks the invariant in
           the step that moves the run on from ``returned``, where the window still knows its code
           (``answer`` is live there); so in a state the search expands, an answer whose code the
@@ -693,6 +696,9 @@ class FastModel:
         def deadline() -> RunState:
             return synth(executions=window_execs)
 
+        def retry_due() -> RunState:
+            return synth(executions=window_execs)
+
         def escalation() -> RunState:
             ans_ = [Answer(i, 0, None, "ok") for i in range(first_ans)]
             for i, a in anss:
@@ -743,6 +749,7 @@ class FastModel:
             "INV-DECISION": decision,
             "INV-ESCALATION": escalation,
             "INV-DEADLINE": deadline,
+            "INV-RETRY-DUE": retry_due,
         }
         out: list[str] = []
         for name in todo:
@@ -923,7 +930,8 @@ def _fp(f: str, v: Any) -> Any:
         off = ("poison", id(v.offset)) if type(v.offset) is Poison else v.offset
         if f == "executions":
             return (off, tuple(x if isinstance(x, Sealed) else
-                               (x.request, x.tool, x.principal, x.ordinal, x.attempts, x.outcome) for x in v.items))
+                               (x.request, x.tool, x.principal, x.ordinal, x.attempts, x.outcome, x.retry_skipped)
+                               for x in v.items))
         return (off, tuple(id(x) for x in v.items))
     if isinstance(v, PoisonDict):
         return ("poison", id(v))

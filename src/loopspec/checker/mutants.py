@@ -10,9 +10,9 @@ are kept as golden data and regenerated with
 
 :data:`SURVIVORS` are variants that break a rule of SPEC.md that no invariant of loop.toml checks:
 the checker *cannot* catch them until the spec gains an invariant (each is a finding about the spec,
-see its doc). Three former ones (deadline-ignored, abort-mode-continues, failed-call-refused) are
-caught since loop.toml gained INV-DEADLINE, INV-ESCALATION and INV-DECISION, and moved into
-:data:`MUTANTS`.
+see its doc). It is empty: three former ones (deadline-ignored, abort-mode-continues,
+failed-call-refused) are caught since loop.toml gained INV-DEADLINE, INV-ESCALATION and INV-DECISION,
+and the last (retry-skipped) since it gained INV-RETRY-DUE; all four moved into :data:`MUTANTS`.
 """
 
 from __future__ import annotations
@@ -292,18 +292,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "call executes again.",
            "batch", functions={"answer_failure": _answer_failure_kept, "answer_replay": _answer_replay_serving_failures},
            rules=("R10",), breaks=("INV-DECISION",)),
+    # survived until loop.toml gained INV-RETRY-DUE (R23's due retry was a MUST no invariant checked)
+    mutant("retry-skipped",
+           "A temporary failure is never retried: its first failure is the execution's outcome (R23: it is "
+           "retried while fewer than max_retries retries have been made and the deadline has not passed).",
+           "loop", guards={"retry_allowed": lambda s: False}, rules=("R23",), breaks=("INV-RETRY-DUE",)),
 )
 
 #: Variants that break a MUST of SPEC.md which no invariant of loop.toml checks: the checker explores
 #: them exhaustively at the default bound and finds nothing, and each is a gap in the spec. One goes
 #: here, with a doc saying which rule it breaks, until the spec gains the invariant that catches it.
-SURVIVORS: tuple[Mutant, ...] = (
-    mutant("retry-skipped",
-           "A temporary failure is never retried. R23 says it is retried while fewer than max_retries "
-           "retries have been made and the deadline has not passed, but no invariant requires a retry "
-           "that was due (INV-RETRY-BUDGET bounds retries from above only).",
-           "loop", guards={"retry_allowed": lambda s: False}, rules=("R23",)),
-)
+#: Empty since loop.toml gained INV-RETRY-DUE (retry-skipped was the last one).
+SURVIVORS: tuple[Mutant, ...] = ()
 
 
 def by_name(name: str) -> Mutant:

@@ -173,7 +173,8 @@ def _copy_binding(b: Binding) -> Binding:
 
 
 def _copy_execution(e: Execution) -> Execution:
-    return Execution(e.request, e.tool, e.principal, e.ordinal, e.attempts, e.outcome, e.late, e.late_retries)
+    return Execution(e.request, e.tool, e.principal, e.ordinal, e.attempts, e.outcome, e.late, e.late_retries,
+                     e.retry_skipped)
 
 
 def clone(s: RunState) -> RunState:
