@@ -16,14 +16,18 @@ def loopspec(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "loopspec", *args], capture_output=True, text=True, timeout=300)
 
 
-def test_demo_shows_the_seed_cases_and_a_whole_run() -> None:
-    r = loopspec("demo", "--no-ledger")
+def test_demo_shows_the_whole_product(tmp_path: Path) -> None:
+    r = loopspec("demo", "--no-ledger", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     for seed in ("seed-replay-budget-1", "seed-conflict-different-arguments", "seed-budget-0-one-call",
                  "seed-unknown-tool-shell", "seed-invalid-arguments"):
         assert seed in r.stdout
     assert "matches spec" in r.stdout and "DIFFERS" not in r.stdout
     assert "FINAL_ANSWER" in r.stdout and "MAX_REQUESTS" in r.stdout
+    assert "PASS: all invariants hold" in r.stdout  # the model checker
+    assert "divergence R6" in r.stdout  # the fuzzer on a buggy executor
+    assert "R6 replay-reexecuted" in r.stdout  # the oracle on a tampered ledger
+    assert (tmp_path / "diagrams" / "machine-trace.dot").is_file()
     assert "everything matches the spec" in r.stdout
 
 

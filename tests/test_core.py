@@ -5,22 +5,39 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from typing import Any
 
 import pytest
 
 from loopspec import load_spec
 from loopspec._core import (
     EXECUTE,
+    GUARDS,
     REJECT,
     REPLAY,
+    Limits,
+    Outcome,
+    RunConfig,
+    RunState,
     ToolDefinitionError,
+    ToolSchema,
+    admit_pending,
+    answer_failure,
     arguments_valid,
+    begin_execution,
+    begin_retry,
+    bind_id,
     canonical_json,
     classify_binding,
     content_key,
     decide,
+    drive,
     escalates,
     parse_schema,
+    receive_response,
+    record_outcome,
+    retry_due,
+    violated_invariants,
     well_formed,
     within,
 )
@@ -188,3 +205,62 @@ def test_numbers_compare_by_value_at_any_magnitude() -> None:
     assert canonical_json({"n": 10**16}) == canonical_json({"n": 1e16})
     assert canonical_json({"n": 2**53 + 1}) != canonical_json({"n": 2.0**53})  # different values
     assert canonical_json({"n": -0.0}) == canonical_json({"n": 0})
+
+
+class TestRetryDue:
+    """R23: a DEPENDENCY_TEMPORARY failure is retried while fewer than max_retries retries have been
+    made and the deadline has not passed; a failure made final while a retry was due breaks
+    INV-RETRY-DUE."""
+
+    @staticmethod
+    def failed(category: str = "DEPENDENCY_TEMPORARY", *, max_retries: int = 1, retries: int = 0,
+               deadline: float | None = None, clock: float = 0.0) -> RunState:
+        """One call executed and failed ``1 + retries`` times, then answered with its failure at ``clock``."""
+        s = RunState(RunConfig(schemas={"t": ToolSchema()}, limits=Limits(max_retries=max_retries, deadline=deadline)))
+        receive_response(s, [{"id": "a", "name": "t", "arguments": {}}])
+        admit_pending(s)
+        bind_id(s)
+        begin_execution(s)
+        record_outcome(s, Outcome.failure(category))
+        for _ in range(retries):
+            begin_retry(s)
+            record_outcome(s, Outcome.failure(category))
+        s.now = clock
+        answer_failure(s)
+        return s
+
+    def test_R23_a_failure_made_final_while_a_retry_was_due_breaks_inv_retry_due(self) -> None:
+        s = self.failed(max_retries=2, retries=1)
+        assert s.executions[-1].retry_skipped
+        assert violated_invariants(s) == ["INV-RETRY-DUE"]
+
+    @pytest.mark.parametrize(("why", "kw"), [
+        ("after max_retries retries", {"max_retries": 2, "retries": 2}),
+        ("retries off", {"max_retries": 0}),
+        ("once the deadline has passed", {"max_retries": 2, "deadline": 5.0, "clock": 5.0}),
+        ("another category is never retried", {"category": "INTERNAL_ERROR", "max_retries": 2}),
+        ("NOT_FOUND is never retried", {"category": "NOT_FOUND_OR_NOT_ACCESSIBLE", "max_retries": 2}),
+    ])
+    def test_R23_a_failure_made_final_when_no_retry_was_due_breaks_nothing(self, why: str, kw: dict[str, Any]) -> None:
+        s = self.failed(**kw)
+        assert not s.executions[-1].retry_skipped, why
+        assert violated_invariants(s) == [], why
+
+    def test_R23_the_recorded_fact_is_the_retry_guard(self) -> None:
+        """The fact answer_failure records is exactly when the retry_allowed guard would have fired."""
+        for max_retries, retries, category, clock in itertools.product(
+                (0, 1, 2), (0, 1, 2), ("DEPENDENCY_TEMPORARY", "INTERNAL_ERROR"), (0.0, 5.0)):
+            if retries > max_retries:
+                continue
+            s = self.failed(category, max_retries=max_retries, retries=retries, deadline=5.0, clock=clock)
+            s.executions[-1].retry_skipped = False
+            assert retry_due(s) == GUARDS["retry_allowed"](s)
+            assert retry_due(s) == (category == "DEPENDENCY_TEMPORARY" and retries < max_retries and clock < 5.0)
+
+    def test_R23_the_reference_driver_retries_every_due_retry(self) -> None:
+        s = RunState(RunConfig(schemas={"t": ToolSchema()}, limits=Limits(max_retries=2), mode="continue"))
+        responses = iter([[{"id": "a", "name": "t", "arguments": {}}], {"final": "done"}])
+        drive(s, lambda s: next(responses), lambda s, ex: Outcome.failure("DEPENDENCY_TEMPORARY"),
+              on_step=lambda s, label: violated_invariants(s) == [] or pytest.fail(str(violated_invariants(s))))
+        assert [e.attempts for e in s.executions] == [3] and s.answers[0].code == "DEPENDENCY_TEMPORARY"
+        assert violated_invariants(s) == []

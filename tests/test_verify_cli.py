@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from loopspec.checker.counterexample import replay
-from loopspec.checker.mutants import by_name
+from loopspec.checker.mutants import SURVIVORS, by_name
 from loopspec.cli import main
 
 SMALL = ["--bound", "batch.calls=2", "--bound", "batch.ids=2"]  # the loop at its default bound (T08 needs 3 calls)
@@ -48,7 +48,9 @@ def test_mutant_corpus_command(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["verify", "--mutants", "--format", "json", *SMALL])
     out = json.loads(capsys.readouterr().out)
     caught = {m["mutant"]: m["caught"] for m in out["mutants"]}
-    survivors = {"deadline-ignored", "abort-mode-continues", "failed-call-refused"}
+    assert {"deadline-ignored", "abort-mode-continues", "failed-call-refused", "cached-failure-as-error",
+            "retry-skipped"} <= set(caught)
+    survivors = {m.semantics.name for m in SURVIVORS}
     assert all(caught[m] != (m in survivors) for m in caught)
     assert rc == 0 and out["unexpected"] == []
 

@@ -4,6 +4,7 @@ against the engine, the reference driver (gate/decide, R1), and whole-history ex
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,16 @@ from loopspec.checker.crosscheck import edge_map, fast_vs_reference, tree_vs_ded
 from loopspec.checker.fast import FastModel
 from loopspec.checker.readsets import invariant_read_sets, read_set, reads_clock
 from loopspec.checker.reference import ReferenceModel, check_invariants
-from loopspec.checker.semantics import CORE, Machine, clone, step, tables
+from loopspec.checker.semantics import (
+    CORE,
+    EFFECT_CALLS,
+    EFFECT_FUNCTIONS,
+    PRE_GROUP_CALLS,
+    Machine,
+    clone,
+    step,
+    tables,
+)
 from loopspec.checker.state import Encoder, NonLocal, canonical, orbit_size, project, swap_values
 from loopspec.checker.universe import Universe
 from loopspec.checker.window import Bindings, Poison, Sealed, Tail
@@ -291,9 +301,102 @@ def test_read_sets_and_clock_reads_are_found_in_the_source() -> None:
     assert read_set(core.inv_one_terminal) == {"status", "stop_reason", "terminations"}
     assert reads_clock(core.GUARDS["deadline_passed"]) and reads_clock(core.GUARDS["retry_allowed"])
     assert not reads_clock(core.GUARDS["outcome_ok"])
+    assert reads["INV-DEADLINE"] == {"late_model_requests", "executions"}
+    assert reads["INV-RETRY-DUE"] == {"executions"}
+    assert {"aborted_answer", "requests", "answers", "executions"} <= reads["INV-DECISION"]
+    assert {"cursor", "admitted_cursor", "status", "stop_reason"} <= reads["INV-ESCALATION"]
     groups = tables().clock_groups
     assert ("decided", "request") in groups and ("validated", "start") in groups and ("executing", "finish") in groups
-    assert ("proposed", "check") not in groups
+    # no guard of the check reads the clock, but its error answers record whether they are late
+    assert reads_clock(core.answer_error) and ("proposed", "check") in groups
+    assert ("returned", "advance") not in groups
+    # a failure made final records whether a retry was still due, which reads the clock (R23)
+    assert reads_clock(core.answer_failure) and not reads_clock(core.store_success)
+
+
+def test_effect_calls_are_what_the_steps_call() -> None:
+    """The table the clock groups are derived from (EFFECT_CALLS, PRE_GROUP_CALLS) lists every state
+    update a step of each effect calls."""
+    calls: list[str] = []
+
+    def recording(name: str, fn: Any) -> Any:
+        def wrapped(*a: Any, **kw: Any) -> Any:
+            calls.append(name)
+            return fn(*a, **kw)
+        return wrapped
+
+    sem = CORE.variant("recording", "the core, recording its calls",
+                       functions={f: recording(f, getattr(core, f)) for f in EFFECT_FUNCTIONS})
+    b = bounds("loop.calls=1")
+    seen: set[str] = set()
+    for scope in ("batch", "loop"):
+        U = Universe.build(b, b.scope(scope))
+        frontier = [(c.index, Machine(tables().spec.initial.id, RunState(c.config))) for c in U.configs]
+        rnd = random.Random(0)
+        for _ in range(12):
+            nxt = []
+            for cfg, m in rnd.sample(frontier, min(len(frontier), 300)):
+                if m.state in tables().terminal:
+                    continue
+                for sc in enumerate_steps_recorded(sem, U.configs[cfg].env, m, calls):
+                    step_, tr, m2 = sc
+                    allowed = set(EFFECT_CALLS[tr.effect]) | set(PRE_GROUP_CALLS.get((m.state, tr.trigger), ()))
+                    assert set(step_) <= allowed, (tr.id, step_)
+                    seen.add(tr.effect)
+                    nxt.append((cfg, m2))
+            frontier = nxt
+    assert seen == {t.effect for t in load_spec().transitions}
+
+
+def enumerate_steps_recorded(sem: Any, env: Any, m: Machine, calls: list[str]) -> Any:
+    from loopspec.checker.reference import enumerate_steps
+
+    calls.clear()
+    for sc in enumerate_steps(sem, env, m):
+        assert sc.transition is not None
+        yield list(calls), sc.transition, sc.machine
+        calls.clear()
+
+
+def test_clone_copies_every_field() -> None:
+    """The checker copies RunStates field by field: a field the core adds must be copied too (the
+    facts of INV-DECISION / INV-DEADLINE / INV-RETRY-DUE live in new fields)."""
+    fields = {f.name for f in dataclasses.fields(RunState)}
+    s = RunState(core.RunConfig(schemas={}))
+    for f in fields - {"config", "bindings", "requests", "answers", "executions", "per_tool"}:
+        setattr(s, f, f"value of {f}")
+    s.executions = [Execution(0, "t", "p", 1, 2, None, True, 3, True)]
+    t = clone(s)
+    for f in fields:
+        assert getattr(t, f) == getattr(s, f), f
+    assert dataclasses.astuple(t.executions[0]) == dataclasses.astuple(s.executions[0])
+    assert t.executions[0] is not s.executions[0]
+
+
+def test_a_cancellation_winning_the_race_with_an_abort_breaks_nothing() -> None:
+    """R13, R21, R26: at `returned` with an answer that aborts the run, the cancel token wins; the
+    answer stays and the run is CANCELLED: no invariant breaks (INV-ESCALATION allows it). Moving on
+    past that answer instead breaks INV-ESCALATION."""
+    b = load_bounds()
+    U = Universe.build(b, b.scope("loop"))
+    cfg = next(c for c in U.configs if c.config.mode == "abort")
+
+    class Script:
+        def __init__(self, **answers: str) -> None:
+            self.answers = answers
+
+        def choose(self, point: str, options: Sequence[str]) -> str:
+            return self.answers.get(point, options[0])
+
+    m = Machine(tables().spec.initial.id, RunState(cfg.config))
+    assert step(CORE, cfg.env, m, Script(response="c1:shell()")).id == "T04"
+    assert step(CORE, cfg.env, m, Script()).code == "UNKNOWN_TOOL"
+    moved_on = Machine(m.state, clone(m.s))
+    assert step(CORE, cfg.env, m, Script(cancel="yes")).id == "T28"
+    assert m.s.stop_reason == "CANCELLED" and m.s.answers[-1].code == "UNKNOWN_TOOL"
+    assert check_invariants(m.s) == ()
+    core.next_item(moved_on.s)  # what abort-mode-continues does
+    assert "INV-ESCALATION" in check_invariants(moved_on.s)
 
 
 def test_window_refuses_what_lies_outside_it() -> None:

@@ -18,14 +18,17 @@ from typing import Any
 
 import pytest
 
+from loopspec._core import RunState
 from loopspec.checker.bounds import apply_overrides, load_bounds
 from loopspec.checker.counterexample import Script, counterexample_json, replay, replay_core, replay_engine
 from loopspec.checker.crosscheck import fast_vs_reference, tree_vs_dedup
 from loopspec.checker.explain import explain
 from loopspec.checker.explore import explore
 from loopspec.checker.mutants import MUTANTS, SURVIVORS, MutantResult, check_mutant, corpus_summaries
-from loopspec.checker.semantics import CORE
+from loopspec.checker.reference import check_invariants
+from loopspec.checker.semantics import CORE, Machine, step, tables
 from loopspec.checker.state import NonLocal
+from loopspec.checker.universe import Universe
 
 GOLDEN = Path(__file__).parent / "golden" / "verify_mutants.json"
 REGEN = "python -m loopspec.checker.mutants --overwrite tests/golden/verify_mutants.json"
@@ -131,12 +134,89 @@ def test_deduplication_is_sound_for_every_variant(mt: Any) -> None:
     assert tree_vs_dedup(b, b.scope(mt.scope), mt.semantics) == []
 
 
+#: Variants that survived exhaustive exploration until loop.toml gained the invariants that catch
+#: them (R10, R13, R19, R23), and two more of the same kind (a cached failure served as a plain
+#: error; a retry after the deadline).
+FORMER_GAPS = {
+    "deadline-ignored": "INV-DEADLINE",
+    "abort-mode-continues": "INV-ESCALATION",
+    "failed-call-refused": "INV-DECISION",
+    "cached-failure-as-error": "INV-DECISION",
+    "retry-after-deadline": "INV-DEADLINE",
+    "retry-skipped": "INV-RETRY-DUE",
+}
+NEW_INVARIANTS = ("INV-DECISION", "INV-ESCALATION", "INV-DEADLINE", "INV-RETRY-DUE")
+
+
+@pytest.mark.parametrize(("name", "inv"), sorted(FORMER_GAPS.items()))
+def test_former_spec_gaps_are_caught_by_the_new_invariants(name: str, inv: str) -> None:
+    """R10, R13, R19, R23: each is in the must-fail corpus, caught within four calls, breaking its
+    invariant."""
+    assert name in {m.semantics.name for m in MUTANTS} and name not in {m.semantics.name for m in SURVIVORS}
+    lf = result(name).lifted
+    assert lf is not None and lf.calls <= 4 and inv in lf.violated
+
+
+def test_an_execution_started_after_the_deadline_is_caught() -> None:
+    """R19: with the deadline ignored, a call checked after the clock passed it executes; the
+    execution records that it started late (INV-DEADLINE) and the check order said DEADLINE_EXCEEDED
+    (INV-DECISION). The correct core refuses the same call with DEADLINE_EXCEEDED."""
+    b = load_bounds()
+    U = Universe.build(b, b.scope("loop"))
+    cfg = U.configs[0]
+
+    class Script:
+        def __init__(self, **answers: str) -> None:
+            self.answers = answers
+
+        def choose(self, point: str, options: Any) -> str:
+            return self.answers.get(point, options[0])
+
+    sem = next(m.semantics for m in MUTANTS if m.semantics.name == "deadline-ignored")
+    for semantics, last in ((sem, "T20"), (CORE, "T17")):
+        m = Machine(tables().spec.initial.id, RunState(cfg.config))
+        assert step(semantics, cfg.env, m, Script(response="c1:lookup(alice)")).id == "T04"
+        assert step(semantics, cfg.env, m, Script()).id == "T14"
+        assert check_invariants(m.s) == ()
+        assert step(semantics, cfg.env, m, Script(tick="yes")).id == last
+        if semantics is CORE:
+            assert check_invariants(m.s) == () and m.s.answers[-1].late
+        else:
+            assert m.s.executions[-1].late
+            assert set(check_invariants(m.s)) == {"INV-DEADLINE", "INV-DECISION"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mt", SURVIVORS, ids=lambda m: m.semantics.name)
+@pytest.mark.parametrize("mt", SURVIVORS or [None], ids=lambda m: m.semantics.name if m else "none")
 def test_known_spec_gaps_survive_the_default_bound(mt: Any) -> None:
     """These variants break a MUST of SPEC.md that no invariant checks; exhaustive exploration at
     the default bound finds nothing. When the spec gains the missing invariant this test fails:
-    move the variant to MUTANTS."""
+    move the variant to MUTANTS (and to FORMER_GAPS)."""
+    if mt is None:
+        pytest.skip("SURVIVORS is empty: every variant of the corpus is caught (the last survivor, "
+                    "retry-skipped, is caught since loop.toml gained INV-RETRY-DUE)")
+    r = check_mutant(mt)
+    assert r.lifted is None and r.exploration.complete
+
+
+def test_no_variant_is_both_a_survivor_and_a_former_gap() -> None:
+    """A survivor has no invariant to break yet; a former gap names the one that catches it."""
+    survivors = {m.semantics.name for m in SURVIVORS}
+    assert not survivors & set(FORMER_GAPS)
+    assert all(not m.semantics.breaks and m.semantics.rules for m in SURVIVORS)
+    assert all(FORMER_GAPS[m.semantics.name] in m.semantics.breaks for m in MUTANTS if m.semantics.name in FORMER_GAPS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FORMER_GAPS))
+def test_former_spec_gaps_survive_without_the_new_invariants(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without INV-DECISION, INV-ESCALATION, INV-DEADLINE and INV-RETRY-DUE, exhaustive exploration
+    at the default bound finds nothing: those invariants are what closes these gaps of the spec."""
+    from loopspec import _core as core
+
+    older = {k: v for k, v in core.INVARIANTS.items() if k not in NEW_INVARIANTS}
+    monkeypatch.setattr(core, "INVARIANTS", older)
+    mt = next(m for m in MUTANTS if m.semantics.name == name)
     r = check_mutant(mt)
     assert r.lifted is None and r.exploration.complete
 
@@ -151,3 +231,22 @@ def test_a_core_that_raises_is_a_failure_not_a_crash_of_the_checker(model: str) 
     ex = explore(b, b.scope("batch"), sem, model=model)
     assert ex.violation is not None and ex.violation.crashed == "AssertionError: broken answer_error"
     assert [t for _, _, t in ex.violation.path] == ["T04", "ERROR"]
+
+
+def test_docs_corpus_table_is_the_corpus(golden: dict[str, Any]) -> None:
+    """docs/verify.md lists every variant of the corpus with its scope, rules, the invariant it must
+    break and its counterexample's size, as the golden file has them."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "verify.md").read_text()
+    rows = {}
+    for line in doc.splitlines():
+        if line.startswith("| `"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0].strip("`")] = cells
+    assert set(rows) == {m.semantics.name for m in MUTANTS}
+    for m in MUTANTS:
+        name, scope, rules, breaks, size, also = rows[m.semantics.name]
+        g = golden[m.semantics.name]
+        assert (scope, rules, breaks) == (m.scope, ", ".join(m.semantics.rules), ", ".join(m.semantics.breaks)), name
+        calls, steps = g["calls"], g["steps"]
+        assert size == f"{calls} call{'' if calls == 1 else 's'}, {steps} step{'' if steps == 1 else 's'}", name
+        assert also == (", ".join(sorted(set(g["violated"]) - set(m.semantics.breaks))) or "—"), name

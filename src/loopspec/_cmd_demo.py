@@ -14,6 +14,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="run the reference engine over the spec's example cases and print the results")
     p.add_argument("--all", action="store_true", help="show every conformance case in detail, not only the seed cases")
     p.add_argument("--no-ledger", action="store_true", help="do not print the example run's ledger")
+    p.add_argument("--engine-only", action="store_true", help="only the engine sections (1-3), not the tools (4-7)")
+    p.add_argument("--out", default="out/demo", help="where the tools sections write their files (default out/demo)")
     p.set_defaults(handler=handle)
 
 
@@ -123,9 +125,114 @@ def loop_section(color: bool, show_ledger: bool) -> bool:
     return ok
 
 
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    """Run one loopspec command in process, capturing what it prints."""
+    import contextlib
+    import io
+
+    from .cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _indent(text: str, limit: int = 40) -> str:
+    lines = text.rstrip().splitlines()
+    if len(lines) > limit:
+        lines = [*lines[: limit - 1], f"… ({len(lines) - limit + 1} more lines)"]
+    return "\n".join("  " + line for line in lines)
+
+
+def tools_section(color: bool, out_dir: str) -> bool:
+    """Sections 4-7: the model checker, the fuzzer, the oracle and a diagram, each via its command."""
+    import json
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from . import Ledger, Limits, run_loop
+    from ._spec import default_spec_path
+    from .examples.merchants import MerchantDirectory
+
+    ok = True
+    root = default_spec_path().parents[1]
+    out = Path(out_dir)
+
+    print(paint("== 4. The model checker: every behaviour within a bound", "1", color))
+    print("loopspec verify   (the default bounds of spec/bounds.toml; about 10 s)")
+    code, text, err = _cli(["verify"])
+    print(_indent(text, 14))
+    ok = ok and code == 0
+    print("\nA deliberately broken core (a replay re-executes) is refuted with its shortest counterexample:")
+    code, text, err = _cli(["verify", "--scope", "batch", "--bound", "batch.calls=3", "--variant", "replay-re-executes",
+                            "--out", str(out / "verify")])
+    cx = out / "verify" / "counterexample.txt"
+    print(_indent(cx.read_text(encoding="utf-8") if cx.is_file() else text + err, 30))
+    ok = ok and code == 1
+
+    executor = root / "examples" / "python" / "executor.py"
+    print(paint("\n== 5. The fuzzer: drive an implementation over the adapter protocol", "1", color))
+    if not executor.is_file():
+        print("  (examples/python/executor.py is not here: run the demo from a clone of the repository)")
+    else:
+        impl = f"{shlex.quote(sys.executable)} {shlex.quote(str(executor))}"
+        print("loopspec fuzz --impl 'python3 examples/python/executor.py' --max-examples 100")
+        code, text, err = _cli(["fuzz", "--impl", impl, "--max-examples", "100", "--seed", "1", "--quiet",
+                                "--out", str(out / "fuzz-correct")])
+        print(_indent(text + err, 6))
+        ok = ok and code == 0
+        print("\nThe same executor started with a bug (--bug replay-reexecutes): the divergence, shrunk and explained:")
+        code, text, err = _cli(["fuzz", "--impl", f"{impl} --bug replay-reexecutes", "--max-examples", "200",
+                                "--seed", "1", "--quiet", "--shrink-time", "15", "--out", str(out / "fuzz-bug")])
+        found = sorted((out / "fuzz-bug").glob("R*.txt"))
+        print(_indent(found[0].read_text(encoding="utf-8") if found else text + err, 30))
+        ok = ok and code == 1 and bool(found)
+
+    print(paint("\n== 6. The oracle: check recorded runs", "1", color))
+    ledger = Ledger()
+    d = MerchantDirectory()
+    script = [[{"id": "c1", "name": "get_merchant", "arguments": {"merchantId": "1001"}}],
+              [{"id": "c1", "name": "get_merchant", "arguments": {"merchantId": "1001"}}], {"final": "ok"}]
+    run_loop(lambda t: script[t.round - 1], tools=d.tools(), authorize=d.authorize, principal="tenant-a",
+             limits=Limits(max_rounds=4), ledger=ledger, run_id="demo-run")
+    good = out / "runs.ndjson"
+    bad = out / "runs-tampered.ndjson"
+    out.mkdir(parents=True, exist_ok=True)
+    good.write_text(ledger.to_ndjson(), encoding="utf-8")
+    # tamper: the replayed request (index 1) is recorded as executing the tool again (an R6 violation)
+    events = [json.loads(x) for x in ledger.to_ndjson().splitlines()]
+    first_exec = next(e for e in events if e["type"] == "execution_started")
+    tampered = []
+    for e in events:
+        if e["type"] == "call_replayed":
+            tampered.append(dict(first_exec, index=1, round=2, ordinal=2, seq=e["seq"], step=e["step"], t=e["t"]))
+            continue
+        tampered.append(e)
+    bad.write_text("".join(json.dumps(e) + "\n" for e in tampered), encoding="utf-8")
+    code, text, err = _cli(["check", str(good)])
+    print(f"loopspec check {good}  → exit {code}")
+    print(_indent(text, 6))
+    ok = ok and code == 0
+    code, text, err = _cli(["check", str(bad)])
+    print(f"\nloopspec check {bad}  (the replay was re-executed)  → exit {code}")
+    print(_indent(text + err, 24))
+    ok = ok and code == 1
+
+    print(paint("\n== 7. Diagrams: the run drawn on the spec machine", "1", color))
+    code, text, err = _cli(["diagram", "--trace", str(good), "--out", str(out / "diagrams")])
+    print(_indent(text + err, 8))
+    ok = ok and code == 0
+    print(f"\n(everything above was written under {out}/)\n")
+    return ok
+
+
 def handle(args: argparse.Namespace) -> int:
     color = use_color()
     ok = batch_section(args.all, color)
     ok = loop_section(color, not args.no_ledger) and ok
+    if not args.engine_only:
+        ok = tools_section(color, args.out) and ok
     print(paint("demo: everything matches the spec" if ok else "demo: MISMATCH (see above)", "32" if ok else "31;1", color))
     return EXIT_OK if ok else EXIT_FOUND

@@ -466,6 +466,7 @@ class Answer:
     code: str | None = None
     replayed: bool = False
     executed: bool = False
+    late: bool = False  # an error answered when the clock had reached the deadline (a fact, for INV-DECISION)
 
     def to_json(self, run_id: str = "run") -> dict[str, Json]:
         """The model-visible form. Error answers carry only spec-defined text (R15)."""
@@ -503,6 +504,9 @@ class Execution:
     ordinal: int  # 1-based among the run's executions
     attempts: int = 1
     outcome: Outcome | None = None
+    late: bool = False  # started when the clock had reached the deadline (INV-DEADLINE)
+    late_retries: int = 0  # retries started when the clock had reached the deadline
+    retry_skipped: bool = False  # its failure became final while a retry was still due (INV-RETRY-DUE)
 
 
 def answer_id(call_id: object) -> str | None:
@@ -539,6 +543,8 @@ class RunState:
     terminations: int = 0
     final_at: int | None = None  # len(requests) when the final answer arrived
     discarded: int = 0  # late results recorded as discarded (R26)
+    late_model_requests: int = 0  # model requests made when the clock had reached the deadline
+    aborted_answer: Answer | None = None  # the escalating answer, kept for the invariants
 
     # -- derived -------------------------------------------------------------------------
     @property
@@ -665,6 +671,8 @@ GUARDS: Final[Mapping[str, Callable[[RunState], bool]]] = {
 
 def receive_response(s: RunState, response: Json) -> None:
     """Record the model's response: a list of calls, ``{"final": str}``, or anything else (an error)."""
+    if _deadline_passed(s):
+        s.late_model_requests += 1
     s.model_requests += 1
     s.round += 1
     s.cursor = 0
@@ -699,7 +707,7 @@ def set_authorization(s: RunState, allowed: bool) -> None:
 
 def answer_error(s: RunState, code: str) -> Answer:
     r = s.current
-    a = Answer(r.index, r.round, answer_id(r.call_id), "error", code=code)
+    a = Answer(r.index, r.round, answer_id(r.call_id), "error", code=code, late=_deadline_passed(s))
     s.answers.append(a)
     s.rejections += 1
     return a
@@ -725,7 +733,7 @@ def bind_id(s: RunState) -> None:
 def begin_execution(s: RunState) -> Execution:
     r = s.current
     assert isinstance(r.name, str)
-    ex = Execution(r.index, r.name, s.config.principal, len(s.executions) + 1)
+    ex = Execution(r.index, r.name, s.config.principal, len(s.executions) + 1, late=_deadline_passed(s))
     s.executions.append(ex)
     s.per_tool[r.name] = s.per_tool.get(r.name, 0) + 1
     s.outcome = None
@@ -735,6 +743,8 @@ def begin_execution(s: RunState) -> Execution:
 def begin_retry(s: RunState) -> None:
     s.executions[-1].attempts += 1
     s.executions[-1].outcome = None  # the new attempt has no outcome yet
+    if _deadline_passed(s):
+        s.executions[-1].late_retries += 1
     s.retries += 1
     s.outcome = None
 
@@ -755,9 +765,27 @@ def store_success(s: RunState) -> Answer:
     return a
 
 
+def retry_due(s: RunState) -> bool:
+    """R23 for the current execution: its latest attempt failed with DEPENDENCY_TEMPORARY, fewer
+    than ``max_retries`` retries were made and the clock has not reached the deadline. The fact
+    :func:`answer_failure` records; read here, not through the ``retry_allowed`` guard's table
+    entry, so that a variant of the guard cannot hide what it skipped."""
+    o = s.outcome
+    return (
+        o is not None
+        and not o.ok
+        and o.category == "DEPENDENCY_TEMPORARY"
+        and bool(s.executions)
+        and s.executions[-1].attempts - 1 < s.config.limits.max_retries
+        and not _deadline_passed(s)
+    )
+
+
 def answer_failure(s: RunState) -> Answer:
     r = s.current
     assert s.outcome is not None and not s.outcome.ok and s.outcome.category is not None
+    if retry_due(s):
+        s.executions[-1].retry_skipped = True
     a = Answer(r.index, r.round, answer_id(r.call_id), "error", code=s.outcome.category, executed=True)
     s.answers.append(a)
     return a
@@ -795,6 +823,7 @@ def terminate(s: RunState, stop_reason: str, status: str, *, escalated: bool = F
         last = s.answers.pop()
         assert last.code is not None
         s.aborted = (last.index, last.code)
+        s.aborted_answer = last
     s.status = status
     s.stop_reason = stop_reason
 
@@ -1033,6 +1062,82 @@ def inv_safe_errors(s: RunState) -> bool:
     return True
 
 
+def inv_decision(s: RunState) -> bool:
+    """Recompute R1's decision for every decided request from the facts at its time."""
+    cfg, lim = s.config, s.config.limits
+    answers = _answers_by_index(s)
+    if s.aborted_answer is not None:
+        answers[s.aborted_answer.index] = s.aborted_answer
+    executions = {e.request: e for e in s.executions}
+    bound: dict[str, str] = {}
+    succeeded: set[tuple[str, str]] = set()
+    started = 0
+    started_per_tool: dict[str, int] = {}
+    for r in s.requests:
+        a, ex = answers.get(r.index), executions.get(r.index)
+        admitted = within(r.index, lim.max_requests)
+        wf = well_formed(r.call_id, r.name, r.arguments)
+        listed = wf and isinstance(r.name, str) and r.name in cfg.schemas
+        valid = listed and isinstance(r.arguments, dict) and arguments_valid(cfg.schemas[r.name], r.arguments)  # type: ignore[index]
+        key = content_key(r.name, r.arguments) if valid else ""  # type: ignore[arg-type]
+        cid = r.call_id if isinstance(r.call_id, str) else ""
+        binding = classify_binding(bound.get(cid), (cid, key) in succeeded, key) if valid else "fresh"
+        if a is None and ex is None:  # still being decided
+            if r.index != len(s.requests) - 1:
+                return False
+            continue
+        late = ex.late if ex is not None else (a is not None and a.late)
+        tool_left = valid and within(started_per_tool.get(r.name, 0), cfg.tool_limit(r.name))  # type: ignore[arg-type]
+        action, code = decide(admitted, wf, listed, valid, binding, r.authorized is not False, late,
+                              within(started, lim.max_executions), tool_left)
+        if action == EXECUTE:
+            if ex is None:
+                return False
+            if a is not None and ex.outcome is not None and (
+                (a.status == "ok") != ex.outcome.ok or (a.status == "ok" and a.output != ex.outcome.output)
+                or (a.status == "error" and a.code != ex.outcome.category)
+            ):
+                return False
+        else:  # a replay or a refusal: answered, never executed
+            as_decided = a is not None and ex is None and (
+                (a.replayed and a.status == "ok") if action == REPLAY else (a.code == code and a.status == "error")
+            )
+            if not as_decided:
+                return False
+        if admitted and valid and binding != "conflict":
+            bound.setdefault(cid, key)
+        if ex is not None:
+            started += 1
+            started_per_tool[ex.tool] = started_per_tool.get(ex.tool, 0) + 1
+            if ex.outcome is not None and ex.outcome.ok:
+                succeeded.add((cid, key))
+    return True
+
+
+def inv_escalation(s: RunState) -> bool:
+    for a in s.answers:
+        if a.code is None or not escalates(code_kind(a.code), s.config.mode, s.config.on_limit):
+            continue
+        # allowed only for the request being decided, before the run moves past it, or when a
+        # cancellation won the race with the escalation right there (R21, R26: the abort then
+        # changes nothing, so the answer stays)
+        just_answered = (
+            (s.status is None or s.stop_reason == "CANCELLED") and a.index == len(s.requests) - 1
+            and a is s.answers[-1] and s.admitted_cursor == s.cursor
+        )
+        if not just_answered:
+            return False
+    return True
+
+
+def inv_deadline(s: RunState) -> bool:
+    return s.late_model_requests == 0 and not any(e.late or e.late_retries for e in s.executions)
+
+
+def inv_retry_due(s: RunState) -> bool:
+    return not any(e.retry_skipped for e in s.executions)
+
+
 def inv_trusted_principal(s: RunState) -> bool:
     return all(e.principal == s.config.principal for e in s.executions)
 
@@ -1058,6 +1163,10 @@ INVARIANTS: Final[Mapping[str, Callable[[RunState], bool]]] = {
     "INV-PARTIAL-COVERAGE": inv_partial_coverage,
     "INV-SAFE-ERRORS": inv_safe_errors,
     "INV-TRUSTED-PRINCIPAL": inv_trusted_principal,
+    "INV-DECISION": inv_decision,
+    "INV-ESCALATION": inv_escalation,
+    "INV-DEADLINE": inv_deadline,
+    "INV-RETRY-DUE": inv_retry_due,
     "INV-NO-CALL-AFTER-FINAL": inv_no_call_after_final,
 }
 

@@ -74,15 +74,22 @@ def _facts(st: Step) -> list[str]:
     if len(a.executions) > len(b.executions):
         e = a.executions[-1]
         out.append(f"execution {e.ordinal} of request {e.request} starts ({e.tool}, principal {_c(e.principal)}); "
-                   f"executed = {len(a.executions)}")
+                   f"executed = {len(a.executions)}" + (" — after the deadline" if e.late else ""))
     elif a.executions and b.executions and a.executions[-1].attempts > b.executions[-1].attempts:
-        out.append(f"attempt {a.executions[-1].attempts} of execution {a.executions[-1].ordinal} (a retry)")
+        out.append(f"attempt {a.executions[-1].attempts} of execution {a.executions[-1].ordinal} (a retry)"
+                   + (" — after the deadline" if a.executions[-1].late_retries > b.executions[-1].late_retries else ""))
+    if a.executions and b.executions and a.executions[-1].retry_skipped and not b.executions[-1].retry_skipped:
+        e = a.executions[-1]
+        out.append(f"execution {e.ordinal} ends failed after {e.attempts - 1} retr{'y' if e.attempts == 2 else 'ies'} "
+                   f"of {a.config.limits.max_retries} allowed, before the deadline — a retry was due")
     if len(a.answers) > len(b.answers):
         ans = a.answers[-1]
         what = (f"ok {_c(ans.output)}" + (" (replayed)" if ans.replayed else "")) if ans.status == "ok" else ans.code
         out.append(f"request {ans.index} is answered: {what}")
     elif len(a.answers) < len(b.answers):
         out.append(f"{len(b.answers) - len(a.answers)} answer(s) removed from the results")
+    if a.late_model_requests > b.late_model_requests:
+        out.append("the model is asked after the deadline")
     if a.status is not None and b.status is None:
         out.append(f"the run ends {a.status} ({a.stop_reason})" + (f", aborted at {a.aborted}" if a.aborted else ""))
     return out
@@ -102,11 +109,19 @@ def _state_excerpt(s: RunState, fields: frozenset[str]) -> list[str]:
             out.append("answers: " + "; ".join(
                 f"{x.index}:{_c(x.call_id)} " + (f"ok {_c(x.output, 24)}" + (" replayed" if x.replayed else "")
                                                  if x.status == "ok" else str(x.code))
-                + (" executed" if x.executed else "") for x in s.answers))
+                + (" executed" if x.executed else "") + (" [after the deadline]" if x.late else "")
+                for x in s.answers))
         elif f == "executions":
             out.append("executions: " + "; ".join(
                 f"#{e.ordinal} request {e.request} {e.tool} principal={_c(e.principal)} attempts={e.attempts}"
+                + (" [started after the deadline]" if e.late else "")
+                + (f" [{e.late_retries} retr{'y' if e.late_retries == 1 else 'ies'} after the deadline]"
+                   if e.late_retries else "")
+                + (" [failed while a retry was due]" if e.retry_skipped else "")
                 for e in s.executions))
+        elif f == "aborted_answer":
+            x = s.aborted_answer
+            out.append("aborted_answer: " + ("null" if x is None else f"{x.index}:{_c(x.call_id)} {x.code}"))
         elif f == "bindings":
             out.append("bindings: " + "; ".join(f"{k}→{b.name}({b.key.split(chr(0), 1)[1]})"
                                                 + (f" result {_c(b.success[0])}" if b.success else "")

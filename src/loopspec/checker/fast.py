@@ -52,7 +52,7 @@ from .state import (
     swap_values,
 )
 from .universe import INVALID_VALUE, NOT_AN_OBJECT, Universe
-from .window import Bindings, Poison, PoisonDict, Sealed, Tail, is_poison
+from .window import AtLeast, Bindings, LowerBounds, Poison, PoisonDict, Sealed, Tail, is_poison
 
 __all__ = ["VIEWS", "FastModel"]
 
@@ -86,7 +86,8 @@ _LIMIT_ATTRS = ("max_rounds", "max_executions", "max_tool_executions", "max_requ
 #: (what the core's step there and the invariants it can affect read). A hint: see the module doc.
 VIEWS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "decided": (frozenset({"mreq", "round"}), frozenset({"max_rounds", "deadline", "max_requests"})),
-    "proposed": (frozenset({"mreq", "round"}), frozenset({"max_requests", "max_rounds", "batch"})),
+    # the check at `proposed` reads the clock: an error answer records whether it is late
+    "proposed": (frozenset({"mreq", "round"}), frozenset({"max_requests", "max_rounds", "batch", "deadline"})),
     "validated": (frozenset(OPTIONAL_FIELDS), frozenset(CONFIG_ATTRS) - {"mode", "on_limit", "batch"}),
     "executing": (frozenset(OPTIONAL_FIELDS), frozenset(CONFIG_ATTRS) - {"mode", "on_limit", "batch"}),
     "returned": (frozenset({"mreq", "round"}), frozenset({"mode", "on_limit", "max_requests", "max_rounds"})),
@@ -126,7 +127,7 @@ class _Window:
     """One materialised local view: the windowed RunState and what its past looked like."""
 
     __slots__ = ("L", "covered_pre", "focus", "focus_rec", "past_gexp", "past_gfirst", "past_gretries",
-                 "past_gtool", "pre_ans", "pre_exec", "pre_live", "pre_req")
+                 "past_gtool", "pre_ans", "pre_exe", "pre_exec", "pre_live", "pre_req")
 
 
 class FastModel:
@@ -482,6 +483,7 @@ class FastModel:
         ms = L[_I["state"]]
         win.pre_req = requests.positions()
         win.pre_ans = answers.positions()
+        win.pre_exe = executions.positions()
         win.covered_pre = nans - (1 if ans is not None else 0)
         win.pre_live = {name: (live is None or live(ms, s)) for name, _, live, _ in SPEC_OF_FIELDS}
         # the past (everything before the window), as the ghosts summarise it
@@ -566,7 +568,22 @@ class FastModel:
           focus id to what the past bound it to, and executed successfully with the same output
           when the past did; the other placeholders are malformed and bind nothing;
         * PARTIAL-COVERAGE asks whether any answer carried a limit code: a placeholder answer
-          with one when ``glimit`` says so.
+          with one when ``glimit`` says so;
+        * DEADLINE is a condition on a counter and on each execution: the window's executions;
+        * RETRY-DUE is a condition on each execution (a failure made final while a retry was due):
+          the window's executions — a past one had the fact false, or its state was a violation and
+          never expanded;
+        * ESCALATION: an escalating answer other than the one just given breaks the invariant in
+          the step that moves the run on from ``returned``, where the window still knows its code
+          (``answer`` is live there); so in a state the search expands, an answer whose code the
+          window does not know is not escalating and stands in as an ``ok`` placeholder. Views
+          that leave out the mode and the limit policy get the verdict for every value of the two
+          (a finite domain), and are refused when the verdicts differ;
+        * DECISION recomputes R1 for each request from its facts and a summary of the past: the
+          window's requests with their answers and executions after :meth:`_decided_past`. When
+          the step left every request's facts as they were (only sealed items, in place or moved to
+          ``aborted_answer``), the verdict is unchanged; when it touched a sealed one, the view is
+          refused.
         """
         todo = [name for name in core.INVARIANTS if self.reads[name] & changed]
         if not todo:
@@ -592,7 +609,8 @@ class FastModel:
                 per_tool=w.per_tool, model_requests=w.model_requests, retries=w.retries, round=w.round,
                 final=w.final, model_failed=w.model_failed, input_exhausted=w.input_exhausted,
                 status=w.status, stop_reason=w.stop_reason, aborted=w.aborted, terminations=w.terminations,
-                final_at=w.final_at,
+                final_at=w.final_at, cursor=w.cursor, admitted_cursor=w.admitted_cursor,
+                late_model_requests=w.late_model_requests,
             )
             base.update(kw)
             return RunState(**base)
@@ -675,7 +693,42 @@ class FastModel:
                      for i, a in anss if isinstance(a, Sealed) and i >= win.covered_pre]
             return synth(answers=past + extra + window_answers)
 
-        checks: dict[str, Callable[[], RunState]] = {
+        def deadline() -> RunState:
+            return synth(executions=window_execs)
+
+        def retry_due() -> RunState:
+            return synth(executions=window_execs)
+
+        def escalation() -> RunState:
+            ans_ = [Answer(i, 0, None, "ok") for i in range(first_ans)]
+            for i, a in anss:
+                if not isinstance(a, Sealed):
+                    ans_.append(a)
+                elif a.knows("code") and a.code is not None:
+                    ans_.append(Answer(a.index, 0, None, "error", code=a.code))
+                else:  # not escalating: see the docstring
+                    ans_.append(Answer(i, 0, None, "ok"))
+            return synth(answers=ans_, requests=w.requests)
+
+        def decision() -> RunState | None:
+            if not _past_intact(win, w):
+                raise NonLocal("INV-DECISION: the step changed the facts of a request outside the window")
+            real_abort = w.aborted_answer is not None and not isinstance(w.aborted_answer, Sealed)
+            if not (real_req or real_ans or real_exe or real_abort):
+                return None  # every request's facts are as they were: the verdict is unchanged
+            decided = {r.index for r in real_req.values()}
+            items = [*window_answers, *window_execs] + ([w.aborted_answer] if real_abort else [])
+            if any((x.index if isinstance(x, Answer) else x.request) not in decided for x in items):
+                raise NonLocal("INV-DECISION: an answer or execution of a request outside the window")
+            first_real = min(real_req)
+            if any(isinstance(r, Sealed) for i, r in reqs if i > first_real):
+                raise NonLocal("INV-DECISION: a request outside the window after one inside it")
+            rs, ans_, exs, dcfg = self._decided_past(win, w, first_real, len(real_exe))
+            rs += [r for _, r in reqs if not isinstance(r, Sealed)]
+            return synth(config=dcfg, requests=rs, answers=ans_ + window_answers, executions=exs + window_execs,
+                         aborted_answer=w.aborted_answer if real_abort else None)
+
+        checks: dict[str, Callable[[], RunState | None]] = {
             "INV-EXEC-BUDGET": window,
             "INV-ABORT-PREFIX": window,
             "INV-ONE-TERMINAL": window,
@@ -693,22 +746,156 @@ class FastModel:
             "INV-REPLAY-NO-EXEC": binding_world,
             "INV-NO-CACHED-FAILURE": binding_world,
             "INV-PARTIAL-COVERAGE": coverage,
+            "INV-DECISION": decision,
+            "INV-ESCALATION": escalation,
+            "INV-DEADLINE": deadline,
+            "INV-RETRY-DUE": retry_due,
         }
         out: list[str] = []
         for name in todo:
             st = checks[name]()
-            try:
-                ok = core.INVARIANTS[name](st)
-            except NonLocal:
-                raise
-            except Exception:
-                ok = False
+            if st is None:
+                continue
+            if name in _POLICY_FREE:
+                ok = _for_every_policy(core.INVARIANTS[name], st)
+            else:
+                try:
+                    ok = core.INVARIANTS[name](st)
+                except NonLocal:
+                    raise
+                except Exception:
+                    ok = False
             if not ok:
                 out.append(name)
         return tuple(out)
 
+    def _decided_past(self, win: _Window, w: RunState, n: int, n_window_exec: int
+                      ) -> tuple[list[Request], list[Answer], list[Execution], RunConfig]:
+        """``n`` placeholder requests decided as R1 says, with the summary of the real past that
+        INV-DECISION reads for a later request: what the focus id is bound to and whether it
+        succeeded (``gexp``, ``gfirst``) and how many executions started, per tool (``nexec``,
+        ``gtool``). Placeholder executions come first; the rest are malformed calls.
+
+        When the view leaves out the execution counts, only the executions the focus id's success
+        needs are placed; when it leaves out a count or a budget, the budgets become lower bounds
+        (:class:`~loopspec.checker.window.AtLeast`): every real budget admitted the real past's
+        executions (INV-EXEC-BUDGET and INV-TOOL-BUDGET held), so it is at least the number placed,
+        and a check of a later request against it is undecided (NonLocal if decide reaches it)."""
+        U, cfg = self.U, w.config
+        lim = cfg.limits
+        off = w.executions.offset  # type: ignore[attr-defined]
+        exact = win.past_gtool is not None and not is_poison(off)
+        if exact:
+            counts = dict(win.past_gtool)  # type: ignore[arg-type]
+            if sum(counts.values()) != len(w.executions) - n_window_exec:
+                raise NonLocal("INV-DECISION: the past executions and their ghost disagree")
+        else:
+            counts = {}
+            if win.past_gexp is not None and win.past_gfirst:
+                counts[U.tools[win.past_gexp[0]].name] = 1
+        placed = dict(counts)
+        rs: list[Request] = []
+        ans_: list[Answer] = []
+        exs: list[Execution] = []
+
+        def executed(i: int, cid: str, name: str, args: Json, outcome: Outcome) -> None:
+            counts[name] -= 1
+            rs.append(Request(i, 0, cid, name, args, True))
+            exs.append(Execution(i, name, cfg.principal, len(exs) + 1, 1, outcome))
+            ans_.append(Answer(i, 0, cid, "ok", output=outcome.output, executed=True) if outcome.ok else
+                        Answer(i, 0, cid, "error", code=outcome.category, executed=True))
+
+        if win.past_gexp is not None:
+            t, form = win.past_gexp
+            name, args = U.tools[t].name, self._args(t, form)
+            if win.past_gfirst:
+                if any(k != win.past_gexp for k, _ in win.past_gfirst) or counts.get(name, 0) < 1:
+                    raise NonLocal("INV-DECISION: a past success the past cannot have had")
+                (_, tok), = win.past_gfirst
+                executed(0, self.focus, name, args, Outcome.success(_output(tok)))
+            elif counts.get(name, 0) >= 1:
+                executed(0, self.focus, name, args, Outcome.failure("INTERNAL_ERROR"))
+            else:  # bound, then refused by the authorization hook
+                rs.append(Request(0, 0, self.focus, name, args, False))
+                ans_.append(Answer(0, 0, self.focus, "error", code="NOT_FOUND_OR_NOT_ACCESSIBLE"))
+        elif win.past_gfirst:
+            raise NonLocal("INV-DECISION: a past success of an unbound id")
+        by_name = {t.name: t for t in U.tools}
+        for name in sorted(counts):
+            while counts[name] > 0:
+                i = len(rs)
+                executed(i, f"#past{i}", name, {by_name[name].argument: U.values[0]},
+                         Outcome.success(tool_output(-1 - i)))
+        if len(rs) > n:
+            raise NonLocal("INV-DECISION: the past holds fewer requests than its executions need")
+        for i in range(len(rs), n):
+            rs.append(Request(i, 0, None, None, None))
+            code = "INVALID_CALL" if core.within(i, lim.max_requests) else "REQUEST_LIMIT"
+            ans_.append(Answer(i, 0, None, "error", code=code))
+        budgets_known = not (is_poison(lim.max_executions) or is_poison(lim.max_tool_executions)
+                             or isinstance(cfg.tool_limits, PoisonDict))
+        if exact and budgets_known:
+            return rs, ans_, exs, cfg
+        bounded = object.__new__(Limits)
+        for f in dataclasses.fields(Limits):
+            object.__setattr__(bounded, f.name, getattr(lim, f.name))
+        object.__setattr__(bounded, "max_executions", AtLeast("config.max_executions", sum(placed.values())))
+        out = object.__new__(RunConfig)
+        for f in dataclasses.fields(RunConfig):
+            object.__setattr__(out, f.name, getattr(cfg, f.name))
+        object.__setattr__(out, "limits", bounded)
+        object.__setattr__(out, "tool_limits", LowerBounds("config.tool_limits", placed))
+        return rs, ans_, exs, out
+
 
 _PLACEHOLDER = Sealed("response item", None)
+#: Invariants that read the run's mode and limit policy, which some views leave out: decided for
+#: every value the two can take (a finite domain) and refused when the verdicts differ.
+_POLICY_FREE = frozenset({"INV-ESCALATION"})
+
+
+def _for_every_policy(inv: Callable[[RunState], bool], st: RunState) -> bool:
+    cfg = st.config
+    if not (is_poison(cfg.mode) or is_poison(cfg.on_limit)):
+        configs = [cfg]
+    else:
+        configs = [_with_policy(cfg, m, p) for m in core.MODES for p in core.LIMIT_POLICIES
+                   if (is_poison(cfg.mode) or m == cfg.mode) and (is_poison(cfg.on_limit) or p == cfg.on_limit)]
+    verdicts = set()
+    for c in configs:
+        st.config = c
+        try:
+            verdicts.add(bool(inv(st)))
+        except NonLocal:
+            raise
+        except Exception:
+            verdicts.add(False)
+    st.config = cfg
+    if len(verdicts) != 1:
+        raise NonLocal("the verdict depends on the mode or the limit policy, outside the memo key")
+    return verdicts.pop()
+
+
+def _with_policy(c: RunConfig, mode: str, on_limit: str) -> RunConfig:
+    out = object.__new__(RunConfig)
+    for f in dataclasses.fields(RunConfig):
+        object.__setattr__(out, f.name, mode if f.name == "mode" else on_limit if f.name == "on_limit"
+                           else getattr(c, f.name))
+    return out
+
+
+def _past_intact(win: _Window, w: RunState) -> bool:
+    """Are the items outside the window (sealed) where they were, so that the facts of every past
+    request are unchanged? An answer popped from the end may have become ``aborted_answer``."""
+    for pre, post in ((win.pre_req, w.requests), (win.pre_exe, w.executions)):
+        have = dict(post.positions())  # type: ignore[attr-defined]
+        if any(isinstance(x, Sealed) and have.get(i) is not x for i, x in pre):
+            return False
+    have = dict(w.answers.positions())  # type: ignore[attr-defined]
+    return all(have.get(i) is x or (x is w.aborted_answer and i == len(w.answers))
+               for i, x in win.pre_ans if isinstance(x, Sealed))
+
+
 _FIELDS = tuple(sorted(ALL_FIELDS))
 _GHOST_FIELDS = frozenset({"gtool", "gretries", "cur_hist", "cur_first", "glimit"})
 
@@ -743,7 +930,8 @@ def _fp(f: str, v: Any) -> Any:
         off = ("poison", id(v.offset)) if type(v.offset) is Poison else v.offset
         if f == "executions":
             return (off, tuple(x if isinstance(x, Sealed) else
-                               (x.request, x.tool, x.principal, x.ordinal, x.attempts, x.outcome) for x in v.items))
+                               (x.request, x.tool, x.principal, x.ordinal, x.attempts, x.outcome, x.retry_skipped)
+                               for x in v.items))
         return (off, tuple(id(x) for x in v.items))
     if isinstance(v, PoisonDict):
         return ("poison", id(v))

@@ -9,8 +9,10 @@ are kept as golden data and regenerated with
     python -m loopspec.checker.mutants --overwrite tests/golden/verify_mutants.json
 
 :data:`SURVIVORS` are variants that break a rule of SPEC.md that no invariant of loop.toml checks:
-the checker *cannot* catch them, and a test keeps it that way until the spec gains an invariant
-(each is a finding about the spec, see its doc).
+the checker *cannot* catch them until the spec gains an invariant (each is a finding about the spec,
+see its doc). It is empty: three former ones (deadline-ignored, abort-mode-continues,
+failed-call-refused) are caught since loop.toml gained INV-DEADLINE, INV-ESCALATION and INV-DECISION,
+and the last (retry-skipped) since it gained INV-RETRY-DUE; all four moved into :data:`MUTANTS`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .._core import Answer, Binding, Execution, RunState
 from .bounds import Bounds, load_bounds
 from .counterexample import Lifted, lift
 from .explore import Exploration, explore
-from .semantics import CORE, Semantics
+from .semantics import CORE, Semantics, tool_output
 
 __all__ = ["MUTANTS", "SURVIVORS", "MutantResult", "check_mutant", "mutant"]
 
@@ -137,6 +139,43 @@ def _begin_retry_as_execution(s: RunState) -> None:
     s.outcome = None
 
 
+def _cached_failure(category: str) -> Json:
+    """How the broken cache below keeps a failure: an output no execution produces."""
+    return tool_output(-1 - core.FAILURE_CATEGORIES.index(category))
+
+
+def _answer_failure_kept(s: RunState) -> Answer:
+    """BUG: the result cache keeps the failure, to serve it again."""
+    a = _ORIGINAL.fn("answer_failure")(s)
+    r = s.current
+    b = s.bindings.get(r.call_id)  # type: ignore[arg-type]
+    if b is not None and a.code is not None:
+        b.success = (_cached_failure(a.code),)
+        b.success_at = r.index
+    return a
+
+
+def _answer_replay_serving_failures(s: RunState) -> Answer:
+    """BUG: a cached failure is answered as the error it was: a plain error, not a replay."""
+    r = s.current
+    b = s.bindings[r.call_id]  # type: ignore[index]
+    assert b.success is not None
+    code = next((c for c in core.FAILURE_CATEGORIES if b.success[0] == _cached_failure(c)), None)
+    if code is None:
+        return _ORIGINAL.fn("answer_replay")(s)  # type: ignore[no-any-return]
+    a = Answer(r.index, r.round, core.answer_id(r.call_id), "error", code=code)
+    s.answers.append(a)
+    s.rejections += 1
+    return a
+
+
+def _retry_allowed_ignoring_deadline(s: RunState) -> bool:
+    """BUG: the retry policy looks at the failure and the retry budget, not at the clock."""
+    o = s.outcome
+    return (o is not None and not o.ok and o.category == "DEPENDENCY_TEMPORARY"
+            and s.executions[-1].attempts - 1 < s.config.limits.max_retries)
+
+
 def _lim(s: RunState) -> int | None:
     return s.config.limits.max_executions
 
@@ -225,27 +264,46 @@ MUTANTS: tuple[Mutant, ...] = (
            "loop", guards={"request_admitted": lambda s: s.config.limits.max_requests is None
                            or s.current.index <= s.config.limits.max_requests}, rules=("R19",),
            breaks=("INV-BINDING-STABLE",)),
-)
-
-#: Variants that break a MUST of SPEC.md which no invariant of loop.toml checks. The checker
-#: explores them exhaustively at the default bound and finds nothing: each is a gap in the spec.
-SURVIVORS: tuple[Mutant, ...] = (
+    # The next three survived exhaustive exploration until loop.toml gained INV-DEADLINE,
+    # INV-ESCALATION and INV-DECISION (they break a MUST that no invariant checked then).
     mutant("deadline-ignored",
-           "The deadline is never read. R19 says it is checked before each model request and each "
-           "execution, but no invariant relates executions or requests to the clock.",
-           "loop", guards={"deadline_passed": lambda s: False}, rules=("R19",)),
+           "The deadline is never read: model requests and executions start after it has passed (R19: "
+           "it is checked before each model request and each execution).",
+           "loop", guards={"deadline_passed": lambda s: False}, rules=("R19",), breaks=("INV-DEADLINE",)),
     mutant("abort-mode-continues",
-           "Abort mode never aborts: violations and failures become error answers. R13 says the first "
-           "violation ends the run, but INV-ABORT-PREFIX only constrains runs that did end by escalation.",
+           "Abort mode never aborts: violations and failures become error answers and the run goes on "
+           "(R13: the first violation or failure ends the run).",
            "batch", guards={"escalates_violation": lambda s: False, "escalates_failure": lambda s: False},
-           rules=("R13",)),
+           rules=("R13",), breaks=("INV-ESCALATION",)),
     mutant("failed-call-refused",
-           "A call whose id failed before is refused (answered ID_CONFLICT) instead of executed again. "
-           "R10 says it executes again if the budget allows; no invariant requires that.",
+           "A call whose id failed before is refused (answered ID_CONFLICT) instead of executed again "
+           "(R10: it executes again if the budget allows).",
            "batch", guards={"id_conflict": lambda s: s.binding_class() in ("conflict", "unresolved"),
                             "id_unresolved": lambda s: False},
-           rules=("R10",)),
+           rules=("R10",), breaks=("INV-DECISION",)),
+    mutant("retry-after-deadline",
+           "A temporary failure is retried although the deadline has passed (R19, R23: the deadline is "
+           "checked before each attempt too).",
+           "loop", guards={"retry_allowed": _retry_allowed_ignoring_deadline}, rules=("R19", "R23"),
+           breaks=("INV-DEADLINE",)),
+    mutant("cached-failure-as-error",
+           "The result cache keeps failures and serves a cached failure as the plain error it was, not as "
+           "a replay (so INV-NO-CACHED-FAILURE, which looks at replays, does not see it); R10: the same "
+           "call executes again.",
+           "batch", functions={"answer_failure": _answer_failure_kept, "answer_replay": _answer_replay_serving_failures},
+           rules=("R10",), breaks=("INV-DECISION",)),
+    # survived until loop.toml gained INV-RETRY-DUE (R23's due retry was a MUST no invariant checked)
+    mutant("retry-skipped",
+           "A temporary failure is never retried: its first failure is the execution's outcome (R23: it is "
+           "retried while fewer than max_retries retries have been made and the deadline has not passed).",
+           "loop", guards={"retry_allowed": lambda s: False}, rules=("R23",), breaks=("INV-RETRY-DUE",)),
 )
+
+#: Variants that break a MUST of SPEC.md which no invariant of loop.toml checks: the checker explores
+#: them exhaustively at the default bound and finds nothing, and each is a gap in the spec. One goes
+#: here, with a doc saying which rule it breaks, until the spec gains the invariant that catches it.
+#: Empty since loop.toml gained INV-RETRY-DUE (retry-skipped was the last one).
+SURVIVORS: tuple[Mutant, ...] = ()
 
 
 def by_name(name: str) -> Mutant:

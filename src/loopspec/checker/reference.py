@@ -149,9 +149,12 @@ def full_key(s: RunState) -> Json:
     return (
         s.now, tuple(sorted((k, b.name, b.key, b.bound_at, repr(b.success), b.success_at) for k, b in s.bindings.items())),
         tuple(repr(r) for r in s.requests), tuple(repr(a) for a in s.answers),
-        tuple((e.request, e.tool, e.principal, e.ordinal, e.attempts, repr(e.outcome)) for e in s.executions),
+        tuple((e.request, e.tool, e.principal, e.ordinal, e.attempts, repr(e.outcome), e.late, e.late_retries,
+               e.retry_skipped)
+              for e in s.executions),
         tuple(sorted(s.per_tool.items())), s.model_requests, s.replays, s.rejections, s.retries, s.round,
         repr(s.response), s.final, s.model_failed, s.input_exhausted, s.cursor, s.admitted_cursor, repr(s.outcome), s.status,
-        s.stop_reason, s.aborted, s.terminations, s.final_at, s.discarded,
+        s.stop_reason, s.aborted, s.terminations, s.final_at, s.discarded, s.late_model_requests,
+        repr(s.aborted_answer),
     )
 

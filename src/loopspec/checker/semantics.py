@@ -173,7 +173,8 @@ def _copy_binding(b: Binding) -> Binding:
 
 
 def _copy_execution(e: Execution) -> Execution:
-    return Execution(e.request, e.tool, e.principal, e.ordinal, e.attempts, e.outcome)
+    return Execution(e.request, e.tool, e.principal, e.ordinal, e.attempts, e.outcome, e.late, e.late_retries,
+                     e.retry_skipped)
 
 
 def clone(s: RunState) -> RunState:
@@ -211,6 +212,8 @@ def clone(s: RunState) -> RunState:
         terminations=s.terminations,
         final_at=s.final_at,
         discarded=s.discarded,
+        late_model_requests=s.late_model_requests,
+        aborted_answer=s.aborted_answer,
     )
 
 
@@ -300,6 +303,28 @@ class _Tables:
 
 _TABLES: dict[int, _Tables] = {}
 
+#: The ``_core`` state updates each effect of loop.toml calls (see :func:`_effect`; a test
+#: records the calls of every step and compares).
+EFFECT_CALLS: Mapping[str, tuple[str, ...]] = {
+    "ask_model": ("receive_response",),
+    "next_item": ("next_item",),
+    "end_round": ("end_round",),
+    "answer_error": ("answer_error",),
+    "answer_replay": ("answer_replay",),
+    "bind_id": ("bind_id",),
+    "keep_binding": (),
+    "start_execution": ("begin_execution", "record_outcome"),
+    "retry_execution": ("begin_retry", "record_outcome"),
+    "store_success": ("store_success",),
+    "answer_failure": ("answer_failure",),
+    "terminate": ("escalation_stop_reason", "terminate"),
+}
+#: What :func:`step` calls before evaluating a group (the engine does the same).
+PRE_GROUP_CALLS: Mapping[tuple[str, str], tuple[str, ...]] = {
+    ("proposed", "check"): ("admit_pending",),
+    ("validated", "start"): ("set_authorization",),
+}
+
 
 def tables(spec: Spec | None = None) -> _Tables:
     if spec is None:
@@ -323,8 +348,15 @@ def tables(spec: Spec | None = None) -> _Tables:
                 drive[st.id] = drivers[0]
         from .readsets import reads_clock
 
-        clock = frozenset(k for k, group in groups.items()
-                          if any(reads_clock(core.GUARDS[g]) for tr in group for g in tr.guards))
+        # a group reads the clock when a guard of it does, or a state update its effects (or the
+        # step before the group) call: those record facts about the clock (Answer.late, ...)
+        def group_reads_clock(key: tuple[str, str], group: tuple[Transition, ...]) -> bool:
+            fns = [core.GUARDS[g] for tr in group for g in tr.guards]
+            fns += [getattr(core, f) for tr in group for f in EFFECT_CALLS[tr.effect]]
+            fns += [getattr(core, f) for f in PRE_GROUP_CALLS.get(key, ())]
+            return any(reads_clock(fn) for fn in fns)
+
+        clock = frozenset(k for k, group in groups.items() if group_reads_clock(k, group))
         t = _Tables(spec, drive, groups, frozenset(s.id for s in spec.terminal_states),
                     {r.id: r.status for r in spec.stop_reasons}, clock)
         _TABLES[id(spec)] = t
@@ -352,8 +384,8 @@ def step(sem: Semantics, env: Env, m: Machine, oracle: Oracle, tb: _Tables | Non
     elif env.cancel and oracle.choose("cancel", ("no", "yes")) == "yes":
         trigger = "cancel"
     else:
-        # the engine reads the clock before every step; only the groups whose guards read it can
-        # tell, so a tick just before them is as general as a tick anywhere
+        # the engine reads the clock before every step; only the groups whose guards or state
+        # updates read it can tell, so a tick just before them is as general as a tick anywhere
         if (env.tick and (m.state, trigger) in tb.clock_groups and not core.GUARDS["deadline_passed"](s)
                 and oracle.choose("tick", ("no", "yes")) == "yes"):
             d = s.config.limits.deadline

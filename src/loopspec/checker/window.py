@@ -19,7 +19,7 @@ from typing import Any
 
 from .state import NonLocal
 
-__all__ = ["Bindings", "Poison", "Sealed", "Tail", "is_poison"]
+__all__ = ["AtLeast", "Bindings", "LowerBounds", "Poison", "Sealed", "Tail", "Undecided", "is_poison"]
 
 Json = Any
 
@@ -57,6 +57,62 @@ class Poison:
 
 def is_poison(x: object) -> bool:
     return type(x) is Poison
+
+
+class Undecided:
+    """A truth value that depends on something outside the memo key: using it raises NonLocal."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __bool__(self) -> bool:
+        raise NonLocal(self.why)
+
+
+class AtLeast:
+    """A limit left out of the memo key of which only a lower bound is known: ``count < limit`` is
+    true below the bound and :class:`Undecided` from it on (``None``, unlimited, is above every
+    bound). Only that comparison is allowed; anything else raises NonLocal like a poison."""
+
+    __slots__ = ("bound", "name")
+
+    def __init__(self, name: str, bound: int) -> None:
+        self.name = name
+        self.bound = bound
+
+    def __gt__(self, count: object) -> Any:  # ``count < limit``
+        if isinstance(count, int) and not isinstance(count, bool):
+            return True if count < self.bound else Undecided(f"{self.name} (at least {self.bound}) is outside the memo key")
+        raise NonLocal(f"{self.name} compared with {count!r}")
+
+    def _raise(self, *_: Any) -> Any:
+        raise NonLocal(f"{self.name} is outside the memo key")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __ge__ = _raise  # type: ignore[assignment]
+    __add__ = __radd__ = __sub__ = __rsub__ = __bool__ = __hash__ = __index__ = __int__ = _raise  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<at least {self.bound}: {self.name}>"
+
+
+class LowerBounds(dict):  # type: ignore[type-arg]
+    """Per-tool limits of which only lower bounds are known: ``get`` gives an :class:`AtLeast`."""
+
+    def __init__(self, name: str, bounds: dict[str, int]) -> None:
+        super().__init__()
+        self.name = name
+        self.bounds = bounds
+
+    def get(self, key: object, default: Any = None) -> Any:
+        return AtLeast(f"{self.name}[{key!r}]", self.bounds.get(key, 0))  # type: ignore[call-overload]
+
+    def _raise(self, *_: Any, **__: Any) -> Any:
+        raise NonLocal(f"{self.name} is outside the memo key")
+
+    __getitem__ = __setitem__ = __delitem__ = __contains__ = __iter__ = __len__ = _raise  # type: ignore[assignment]
+    setdefault = pop = keys = values = items = update = _raise  # type: ignore[assignment]
 
 
 class PoisonDict(dict):  # type: ignore[type-arg]
@@ -109,6 +165,11 @@ class Sealed:
 
     def __repr__(self) -> str:
         return f"Sealed({self._kind}, {self._index})"
+
+    def knows(self, name: str) -> bool:
+        """Is the field ``name`` known (readable without leaving the window)?"""
+        return name in object.__getattribute__(self, "_known") or (
+            name == "index" and object.__getattribute__(self, "_index") is not None)
 
 
 class Tail:

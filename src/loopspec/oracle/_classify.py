@@ -353,7 +353,7 @@ def _classify(chk: RunChecker, e: Transition, o: Transition | None) -> tuple[str
     if pair == ("answer_failure", "store_success"):
         return "R17", "failure-hidden", None
     if pair == ("retry_execution", "answer_failure"):
-        return "R23", "retry-missing", None
+        return "R23", "retry-missing", "INV-RETRY-DUE"
     if pair == ("answer_failure", "retry_execution"):
         cat = s.outcome.category if s.outcome is not None else None
         return "R23", ("retried-beyond-budget" if cat == "DEPENDENCY_TEMPORARY" else "retried-non-temporary"), \
@@ -482,6 +482,8 @@ def _apply_observed(chk: RunChecker, c: RunState, o: Transition, ev: Mapping[str
                                 executed=True))
     elif eff == "answer_failure":
         r = c.current
+        if core.retry_due(c):  # the fact core.answer_failure records (R23)
+            c.executions[-1].retry_skipped = True
         c.answers.append(Answer(r.index, r.round, core.answer_id(r.call_id), "error", code=ev.get("code"),
                                 executed=True))
     elif eff == "terminate":
