@@ -23,7 +23,10 @@ from loopspec.fuzz import fuzz
 MODULES = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph"}
 
 #: deviations from their own profile that the campaigns below are known to find (docs/frameworks.md)
-KNOWN: dict[tuple[str, str], set[str]] = {}
+#: (whether a 15-example campaign meets one depends on the string-hash seed; finding it is allowed, not required)
+KNOWN: dict[tuple[str, str], set[str]] = {
+    ("openai-agents", "batch"): {"R3"},  # test_R3_openai_agents_reports_a_repeated_nameless_call_as_...
+}
 
 
 def _need(name: str) -> None:
