@@ -34,7 +34,8 @@ def run(cmd: list[str], **kw: object) -> None:
 
 
 def ensure_venv() -> None:
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()
+                          + (ROOT / ".ci" / "frameworks-constraints.txt").read_bytes()).hexdigest()
     if STAMP.is_file() and STAMP.read_text().strip() == want and PY.exists():
         return
     if not PY.exists():
@@ -42,7 +43,9 @@ def ensure_venv() -> None:
         run([sys.executable, "-m", "venv", str(VENV)])
     say("installing loopspec and its test dependencies into .venv (first run only)")
     run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--upgrade", "pip"])
-    run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", f"{ROOT}[test]"])
+    # the test job also fuzzes the real agent frameworks (optional extras; about 30 s to install)
+    run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", f"{ROOT}[test,frameworks]",
+         "-c", str(ROOT / ".ci" / "frameworks-constraints.txt")])
     STAMP.write_text(want)
 
 

@@ -375,8 +375,10 @@ class ImplFactory:
     """
 
     def __init__(self, target: Target, *, timeout: float | None = 10.0, stderr_log: IO[bytes] | None = None,
-                 warm: bool = True, cwd: str | None = None, env: Mapping[str, str] | None = None) -> None:
+                 warm: bool = True, cwd: str | None = None, env: Mapping[str, str] | None = None,
+                 label: str | None = None) -> None:
         self.target = target
+        self.label = label  # what --impl said for an in-process target, so `loopspec replay` can be told again
         self.timeout = timeout
         self.stderr_log = stderr_log
         self.warm = warm
@@ -397,9 +399,25 @@ class ImplFactory:
         self.started = 0
         self.info: dict[str, Json] | None = None
 
+    def step_normalizer(self) -> Callable[[dict[str, Json]], dict[str, Json]] | None:
+        """An in-process target's ``normalize_step`` (framework adapters: the steps the framework can
+        express), or None."""
+        if self.argv is not None:
+            return None
+        t = self.target
+        fn = getattr(t, "normalize_step", None)
+        if fn is None:
+            return None
+        if isinstance(t, type):
+            obj = t()
+            return obj.normalize_step  # type: ignore[no-any-return]
+        return fn  # type: ignore[no-any-return]
+
     def describe(self) -> str:
         if self.argv is not None:
             return shlex.join(self.argv)
+        if self.label is not None:
+            return self.label
         t = self.target
         return f"in-process {getattr(t, '__name__', type(t).__name__)}"
 

@@ -38,7 +38,9 @@ def seconds(text: str) -> float:
 
 def add_impl_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--impl", required=True, metavar="CMD",
-                   help="the command that starts the implementation (it speaks spec/PROTOCOL.md on stdin/stdout)")
+                   help="the command that starts the implementation (it speaks spec/PROTOCOL.md on stdin/stdout), "
+                        "or a framework run in process: pydantic-ai, openai-agents, langgraph, or module:attr "
+                        "(an Executor subclass or factory)")
     p.add_argument("--timeout", type=seconds, default=10.0, metavar="S",
                    help="seconds to wait for each message from the implementation (default 10)")
     p.add_argument("--cwd", help="working directory for the implementation")
@@ -63,14 +65,33 @@ def register(sub: Any) -> None:
     p.add_argument("--shrink-time", type=seconds, default=120.0, metavar="S",
                    help="stop exploring S seconds after the first divergence; what was found is then minimized "
                         "by deleting parts one at a time (default 120)")
+    p.add_argument("--profile", metavar="NAME",
+                   help="judge under a profile of spec/loop.toml (e.g. pydantic-ai; default strict). A divergence "
+                        "is then a deviation from the framework's own documented choices; a second campaign under "
+                        "the strict spec shows which rules the profile's choices differ in (for --report)")
+    p.add_argument("--report", metavar="FILE", help="write a conformance report (Markdown): per rule, conforms or "
+                   "deviates, with the shrunk counterexample of each deviation; data in FILE.json")
     p.add_argument("--quiet", action="store_true", help="print only the summary line")
     p.set_defaults(handler=handle)
+
+
+def impl_target(impl: str) -> Any:
+    """``--impl`` as a target: a framework name or ``module:attr`` (in process), else a command."""
+    from .frameworks import ResolveError, resolve
+
+    try:
+        target = resolve(impl)
+    except ResolveError as exc:
+        raise UsageError(f"--impl {impl}: {exc}") from None
+    return impl if target is None else target
 
 
 def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
     """A factory for ``--impl``, checked by one initialize handshake (exit 2 when that fails)."""
     try:
-        factory = ImplFactory(args.impl, timeout=args.timeout, cwd=args.cwd, **kw)
+        target = impl_target(args.impl)
+        label = None if isinstance(target, str) else args.impl
+        factory = ImplFactory(target, timeout=args.timeout, cwd=args.cwd, label=label, **kw)
         probe = factory.open(mode)
         factory.release(probe)
     except StartError as exc:
@@ -78,6 +99,19 @@ def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
     except ProtocolFailure as f:
         raise UsageError(f"the implementation cannot start: {f.code} {f.kind}: {f.detail}") from None
     return factory
+
+
+def check_profile(name: str | None) -> str | None:
+    """``--profile``: None for the strict spec; a usage error for an unknown name."""
+    if name is None or name == "strict":
+        return None
+    from ._spec import load_spec
+
+    spec = load_spec()
+    known = [p.id for p in spec.profiles]
+    if name not in known:
+        raise UsageError(f"--profile {name}: unknown profile; known: strict, {', '.join(known)}")
+    return name
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -95,18 +129,33 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: {exc.strerror}") from None
     color = use_color(sys.stderr)
     say = (lambda m: None) if args.quiet else (lambda m: print(f"loopspec fuzz: {m}", file=sys.stderr, flush=True))
+    profile = check_profile(args.profile)
+    strict_result = None
     try:
         factory = open_factory(args, args.mode, stderr_log=log)
         try:
             campaign = Campaign(factory, mode=args.mode, max_examples=args.max_examples, seed=args.seed, out=out,
                                 steps=args.steps, max_calls=args.max_calls, progress=say,
-                                isolation=args.isolation, shrink_seconds=args.shrink_time)
-            say(f"{factory.describe()}: {args.mode} mode, {args.max_examples} examples, seed {campaign.seed}")
+                                isolation=args.isolation, shrink_seconds=args.shrink_time, profile=profile)
+            say(f"{factory.describe()}: {args.mode} mode, {args.max_examples} examples, seed {campaign.seed}"
+                + (f", profile {profile}" if profile else ""))
             result = campaign.run()
+            if profile is not None and args.report:
+                say("a second campaign under the strict spec, for the report (what the profile's choices change)")
+                strict = Campaign(factory, mode=args.mode, max_examples=args.max_examples, seed=campaign.seed,
+                                  out=out / "strict", steps=args.steps, max_calls=args.max_calls, progress=say,
+                                  isolation=args.isolation, shrink_seconds=args.shrink_time)
+                strict_result = strict.run()
         finally:
             factory.close()
     finally:
         log.close()
+    if args.report:
+        from ._report import write_report
+
+        paths = write_report(args.report, impl=args.impl, info=factory.info or {}, mode=args.mode, profile=profile,
+                             result=result, strict=strict_result, out=out)
+        say(f"report: {', '.join(paths)}")
     st = result.stats
     head = (f"{st['examples']} examples, {st['steps']} steps, {st['executionsObserved']} executions in "
             f"{st['seconds']} s ({st['stepsPerSecond']} steps/s), seed {result.seed}")

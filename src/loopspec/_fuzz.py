@@ -217,7 +217,9 @@ class Campaign:
         progress: Callable[[str], None] | None = None,
         isolation: str = "campaign",
         shrink_seconds: float = 120.0,
+        profile: str | None = None,
     ) -> None:
+        self.profile = profile
         if mode not in ("batch", "loop"):
             raise ValueError(f"mode must be batch or loop, got {mode!r}")
         if isolation not in ("example", "campaign"):
@@ -245,6 +247,7 @@ class Campaign:
         self.started = 0.0
         self.hang_timeout: float | None = None
         self.slowest = 0.0
+        self.normalize = factory.step_normalizer()
 
     # -- the state machine ----------------------------------------------------------------
     def machine_class(self) -> type[RuleBasedStateMachine]:
@@ -255,6 +258,8 @@ class Campaign:
             step_strategy = loop_steps(self.max_calls)
         else:
             step_strategy = batch_steps(self.max_calls)
+        if self.normalize is not None:  # an in-process framework adapter: only what it can express
+            step_strategy = step_strategy.map(self.normalize)
 
         class AdapterFuzz(RuleBasedStateMachine):
             """Fresh implementation per example; every step is judged as it happens."""
@@ -342,7 +347,7 @@ class Campaign:
         shared = ex.impl is not None and ex.impl is self.shared
         if shared:
             self.shared_history.append(step)
-        verdict = judge(trace)
+        verdict = judge(trace, profile=self.profile)
         if verdict.ok:
             return
         prefix = self.shared_history[: len(self.shared_history) - len(ex.steps)] if shared else []
@@ -448,7 +453,7 @@ class Campaign:
 
     def reconfirm(self, finding: Finding) -> bool:
         try:
-            rr = replay_case({"steps": finding.steps}, self.factory)
+            rr = replay_case({"steps": finding.steps}, self.factory, profile=self.profile)
         except Exception:
             return False
         return rr.verdict is not None and not rr.verdict.ok and rr.verdict.violation is not None and (
@@ -461,7 +466,7 @@ class Campaign:
         if not f.prefix or f.rule.startswith("P") or self.reconfirm(f):
             return f
         whole = Finding(f.verdict, f.prefix + f.steps, f.traces, shrunk=f.shrunk)
-        rr = replay_case({"steps": whole.steps}, self.factory)
+        rr = replay_case({"steps": whole.steps}, self.factory, profile=self.profile)
         v = rr.verdict
         if v is None or v.ok or v.violation is None or v.violation.rule != f.rule:
             return f
@@ -485,8 +490,10 @@ class Campaign:
         def attempt(steps: list[dict[str, Json]]) -> Finding | None:
             nonlocal runs
             runs += 1
+            if self.normalize is not None:
+                steps = [self.normalize(s) for s in steps]
             try:
-                rr = replay_case({"steps": steps}, self.factory)
+                rr = replay_case({"steps": steps}, self.factory, profile=self.profile)
             except Exception:
                 return None
             v = rr.verdict
@@ -517,7 +524,7 @@ class Campaign:
             if len(f.steps) < 2 or f.rule.startswith("P"):
                 continue
             try:
-                alone = replay_case({"steps": [f.steps[-1]]}, self.factory)
+                alone = replay_case({"steps": [f.steps[-1]]}, self.factory, profile=self.profile)
             except Exception:
                 continue
             if alone.ok:
@@ -557,7 +564,8 @@ class Campaign:
 
     # -- files ------------------------------------------------------------------------------
     def meta(self) -> dict[str, Json]:
-        return {"impl": self.factory.describe(), "seed": self.seed, "implInfo": self.factory.info}
+        return {"impl": self.factory.describe(), "seed": self.seed, "implInfo": self.factory.info,
+                "profile": self.profile or "strict"}
 
     def write_finding(self, f: Finding, *, provisional: bool) -> list[str]:
         assert self.out is not None
@@ -693,8 +701,11 @@ class ReplayResult:
         return all(v.ok for v in self.verdicts)
 
 
-def replay_case(case: Mapping[str, Json], factory: ImplFactory) -> ReplayResult:
-    """Run the steps of ``case`` in order against a fresh implementation; stop at the first divergence."""
+def replay_case(case: Mapping[str, Json], factory: ImplFactory, *, profile: str | None = None) -> ReplayResult:
+    """Run the steps of ``case`` in order against a fresh implementation; stop at the first divergence
+    (judged under ``profile``, default: the case's own, else the strict spec)."""
+    if profile is None and isinstance(case.get("profile"), str) and case["profile"] != "strict":
+        profile = case["profile"]
     steps: Sequence[Mapping[str, Json]] = case["steps"]
     mode = steps[0].get("kind", "batch") if steps else "batch"
     verdicts: list[Verdict] = []
@@ -708,14 +719,14 @@ def replay_case(case: Mapping[str, Json], factory: ImplFactory) -> ReplayResult:
                 except ProtocolFailure as f:
                     trace = failed_start_trace(step, f)
                     traces.append(trace)
-                    verdicts.append(judge(trace))
+                    verdicts.append(judge(trace, profile=profile))
                     break
             trace = run_step(impl, step)
             traces.append(trace)
             if trace_failed(trace):
                 factory.release(impl)
                 impl = None
-            v = judge(trace)
+            v = judge(trace, profile=profile)
             verdicts.append(v)
             if not v.ok:
                 break

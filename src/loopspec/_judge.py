@@ -47,7 +47,9 @@ from ._core import (
     RunState,
     canonical_json,
 )
-from ._spec import Spec, load_rules, load_spec
+from ._profiles import Params, Parser, params_for, set_aside
+from ._profiles import drive as profiled_drive
+from ._spec import Profile, Spec, load_rules, load_spec
 from ._text import compact
 
 __all__ = [
@@ -352,7 +354,12 @@ def describe_call(call: Json) -> str:
     cid = call.get("id")
     cid_s = "<no id>" if "id" not in call else (repr(cid) if isinstance(cid, str) else compact(cid, 14))
     name = call.get("name")
-    name_s = "<no name>" if "name" not in call else (name if isinstance(name, str) else compact(name, 20))
+    if "name" not in call:
+        name_s = "<no name>"
+    elif isinstance(name, str):  # a blank or padded name is shown quoted, so it stays visible
+        name_s = name if name and name.strip() == name else repr(name)
+    else:
+        name_s = compact(name, 20)
     args = compact(call["arguments"], 40) if "arguments" in call else "<no arguments>"
     return f"{cid_s} {name_s}({args})"
 
@@ -379,10 +386,18 @@ def wire_answer(a: Answer) -> dict[str, Json]:
     return {"id": a.call_id, "status": "error", "code": a.code}
 
 
-def let_clause(config_text: str, calls: Sequence[Json], *, limit: int = 12) -> str:
+def let_clause(config_text: str, calls: Sequence[Json], *, limit: int = 12,
+               aside: Sequence[bool] = ()) -> str:
+    """The proposal, each request with its index; ``aside``: calls the framework's parser set aside
+    under a profile (shown without an index: they are no requests)."""
     lines = [f"Let a batch with {config_text} propose"]
-    for i, c in enumerate(calls[:limit]):
-        lines.append(f"  #{i} {describe_call(c)}")
+    index = 0
+    for k, c in enumerate(calls[:limit]):
+        if k < len(aside) and aside[k]:
+            lines.append(f"  -- {describe_call(c)} (set aside by the framework's message parser: no request)")
+        else:
+            lines.append(f"  #{index} {describe_call(c)}")
+            index += 1
     if len(calls) > limit:
         lines.append(f"  … ({len(calls) - limit} more calls)")
     return "\n".join(lines) + "."
@@ -417,7 +432,8 @@ class Expected:
         }
 
 
-def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[Outcome]) -> Expected:
+def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[Outcome],
+                   params: Params | None = None, spec: Spec | None = None) -> Expected:
     s = RunState(cfg.run_config())
     feed = iter(outcomes)
     attempts: list[int] = []
@@ -427,7 +443,10 @@ def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[O
         nxt = next(feed, None)
         return nxt if nxt is not None else Outcome.success(None)
 
-    core.drive(s, lambda st: list(calls), outcome_for)
+    if params is None:
+        core.drive(s, lambda st: list(calls), outcome_for)
+    else:
+        profiled_drive(s, lambda st: {"calls": list(calls)}, outcome_for, params, spec or default_spec())
     return Expected(s, attempts)
 
 
@@ -447,6 +466,10 @@ def spec_answer_text(spec: Spec, exp: Expected, calls: Sequence[Json], index: in
             kind = core.code_kind(code)
             t = _escalation_transition(spec, kind)
             how = (f"in {s.config.mode} mode" if kind != "limit" else f"with the limit policy {s.config.on_limit}")
+            if index >= len(s.requests):  # only a profile ends a run before the request is taken up
+                return (f"ends the {what} before any call of its proposal runs: under the profile the framework "
+                        f"refuses the proposal there ({code}), so aborted = {{index: {index}, code: {code}}}", t,
+                        _why_code(s, calls, index, code))
             return (f"ends the {what}: it is answered {code}, which {how} ends it, so it gets no "
                     f"entry in results and aborted = {{index: {index}, code: {code}}}", t,
                     _why_code(s, calls, index, code))
@@ -1032,17 +1055,25 @@ def check_results_shape(results: Sequence[Json], where: str) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def judge(trace: Json, *, spec: Spec | None = None) -> Verdict:
-    """Judge one trace (batch or loop). Raises :class:`TraceError` for a malformed trace."""
+def judge(trace: Json, *, spec: Spec | None = None, profile: Profile | str | None = None) -> Verdict:
+    """Judge one trace (batch or loop), against the strict spec or under a profile's documented
+    choices (SPEC.md section 4). Raises :class:`TraceError` for a malformed trace."""
     _need(isinstance(trace, dict), "trace", "must be an object")
     _need(trace.get("format") == TRACE_FORMAT, "trace.format", f"must be {TRACE_FORMAT!r}")
     kind = trace.get("kind")
+    params = None
+    if profile is not None and not (isinstance(profile, Params)):
+        params = params_for(spec or default_spec(), profile)
+    elif isinstance(profile, Params):
+        params = profile
+    if params is not None and params.strict(spec or default_spec()):
+        params = None  # the strict default is exactly the core's reference
     if kind == "batch":
-        return judge_batch(trace, spec=spec)
+        return judge_batch(trace, spec=spec, params=params)
     if kind == "loop":
         from ._judge_loop import judge_loop
 
-        return judge_loop(trace, spec=spec)
+        return judge_loop(trace, spec=spec, params=params)
     raise TraceError("trace.kind", "must be \"batch\" or \"loop\"")
 
 
@@ -1074,15 +1105,20 @@ def split_events(events: Json) -> tuple[list[ObservedExecution], list[Mapping[st
     return execs, models, response, perr
 
 
-def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdict:
+def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: Params | None = None) -> Verdict:
     spec = spec or default_spec()
     cfg = parse_batch_config(trace.get("config"))
     calls = trace.get("calls")
     _need(isinstance(calls, list), "trace.calls", "must be a list")
+    raw, aside = calls, []
+    if params is not None:  # what the framework's message parser hands on (dropped calls are no requests)
+        parser = Parser(params, tuple(cfg.schemas), finals=False)
+        calls = parser.calls(calls)
+        aside = set_aside(raw, parser.kept)
     execs, _models, response, perr = split_events(trace.get("events"))
     _need(response is not None or perr is not None, "trace.events",
           "must end with a response or a protocol-error event")
-    exp = expected_batch(cfg, calls, [e.outcome for e in execs])
+    exp = expected_batch(cfg, calls, [e.outcome for e in execs], params, spec)
     attributed, mismatch = attribute_executions(calls, exp.attempts, execs)
     result = response.get("result") if response is not None else None
     shape_error = check_batch_result_shape(result) if response is not None else None
@@ -1134,7 +1170,7 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdi
     violated = observed_invariants(cfg.run_config(), calls, attributed, results or [], aborted_obs)
     v = Violation(
         rule=first.rule, kind=first.kind, index=first.index, expected=first.expected, observed=first.observed,
-        explanation=let_clause(cfg.describe(), calls) + "\n" + first.then,
+        explanation=let_clause(cfg.describe(), raw, aside=aside) + "\n" + first.then,
         invariant=None if first.rule.startswith("P") else pick_invariant(spec, first.rule, violated),
         invariants=violated,
         checked_by=_rules_by_id(spec).get(first.rule, ()),

@@ -48,6 +48,8 @@ from ._judge import (
     split_events,
     wire_answer,
 )
+from ._profiles import Params, parse_replies, set_aside
+from ._profiles import drive as profiled_drive
 from ._spec import Spec
 from ._text import compact
 
@@ -169,7 +171,8 @@ class LoopExpected(Expected):
         return out
 
 
-def expected_loop(cfg: LoopConfig, replies: Sequence[Json], outcomes: Sequence[Outcome]) -> LoopExpected:
+def expected_loop(cfg: LoopConfig, replies: Sequence[Json], outcomes: Sequence[Outcome],
+                  params: Params | None = None, spec: Spec | None = None) -> LoopExpected:
     s = RunState(cfg.run_config())
     feed = iter(outcomes)
     replies_iter = iter(replies)
@@ -191,7 +194,10 @@ def expected_loop(cfg: LoopConfig, replies: Sequence[Json], outcomes: Sequence[O
         nxt = next(feed, None)
         return nxt if nxt is not None else Outcome.success(None)
 
-    core.drive(s, model, outcome_for)
+    if params is None:
+        core.drive(s, model, outcome_for)
+    else:
+        profiled_drive(s, model, outcome_for, params, spec or default_spec())
     return LoopExpected(s, attempts, asked, beyond[0])
 
 
@@ -340,20 +346,29 @@ def _outcome_finding(spec: Spec, exp: LoopExpected, calls: Sequence[Json], resul
     return None
 
 
-def let_loop(cfg: LoopConfig, models: Sequence[Mapping[str, Json]], limit: int = 16) -> str:
+def let_loop(cfg: LoopConfig, models: Sequence[Mapping[str, Json]], limit: int = 16,
+             aside: Sequence[Sequence[bool]] = ()) -> str:
+    """The run's replies, each request with its index; ``aside``: per reply, the calls the framework's
+    parser set aside under a profile (shown without an index: they are no requests)."""
     lines = [f"Let a run with {cfg.describe()} meet a model that answers"]
     n = 0
     index = 0
-    for m in models:
+    for k, m in enumerate(models):
+        gone = aside[k] if k < len(aside) else ()
         reply = m.get("reply")
         r = m.get("round")
         if isinstance(reply, dict) and isinstance(reply.get("calls"), list) and set(reply) == {"calls"}:
             lines.append(f"  round {r}: {len(reply['calls'])} call(s)")
-            for c in reply["calls"]:
-                if n < limit:
-                    lines.append(f"    #{index} {describe_call(c)}")
+            for j, c in enumerate(reply["calls"]):
+                if j < len(gone) and gone[j]:
+                    if n < limit:
+                        lines.append(f"    -- {describe_call(c)} (set aside by the framework's message parser: "
+                                     "no request)")
+                else:
+                    if n < limit:
+                        lines.append(f"    #{index} {describe_call(c)}")
+                    index += 1
                 n += 1
-                index += 1
         elif isinstance(reply, dict) and "final" in reply and set(reply) == {"final"}:
             lines.append(f"  round {r}: the final answer {compact(reply['final'], 30)}")
         elif isinstance(reply, dict) and "error" in reply:
@@ -368,7 +383,7 @@ def let_loop(cfg: LoopConfig, models: Sequence[Mapping[str, Json]], limit: int =
     return "\n".join(lines) + "."
 
 
-def judge_loop(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdict:
+def judge_loop(trace: Mapping[str, Json], *, spec: Spec | None = None, params: Params | None = None) -> Verdict:
     spec = spec or default_spec()
     cfg = parse_loop_config(trace.get("config"))
     execs, models, response, perr = split_events(trace.get("events"))
@@ -376,7 +391,14 @@ def judge_loop(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdic
           "must end with a response or a protocol-error event")
     for n, m in enumerate(models):
         _need(isinstance(m.get("reply"), dict), f"trace.model[{n}].reply", "must be an object")
-    exp = expected_loop(cfg, [m["reply"] for m in models], [e.outcome for e in execs])
+    replies = [m["reply"] for m in models]  # the profiled driver parses them itself
+    shown_models, aside = models, []  # the explanation shows the replies as the model gave them
+    if params is not None:  # what the framework's message parser hands on, round by round (indices)
+        parsed = parse_replies(replies, params, tuple(cfg.schemas))
+        aside = [set_aside(r["calls"], kept) if isinstance(r, dict) and isinstance(r.get("calls"), list)
+                 and set(r) == {"calls"} else [] for r, (_, kept) in zip(replies, parsed, strict=True)]
+        models = [{**m, "reply": r} for m, (r, _) in zip(models, parsed, strict=True)]
+    exp = expected_loop(cfg, replies, [e.outcome for e in execs], params, spec)
     calls = _flat_calls(models)
     attributed, mismatch = attribute_executions(calls, exp.attempts, execs)
     result = response.get("result") if response is not None else None
@@ -433,7 +455,7 @@ def judge_loop(trace: Mapping[str, Json], *, spec: Spec | None = None) -> Verdic
     violated = observed_invariants(cfg.run_config(), calls, attributed, results or [], aborted_obs)
     v = Violation(
         rule=first.rule, kind=first.kind, index=first.index, expected=first.expected, observed=first.observed,
-        explanation=let_loop(cfg, models) + "\n" + first.then,
+        explanation=let_loop(cfg, shown_models, aside=aside) + "\n" + first.then,
         invariant=None if first.rule.startswith("P") else pick_invariant(spec, first.rule, violated),
         invariants=violated,
         checked_by=_rules_by_id(spec).get(first.rule, ()),

@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any, Final
 
 __all__ = [
+    "Choice",
     "Code",
     "Effect",
     "Guard",
     "Invariant",
+    "Parameter",
+    "Profile",
     "Rule",
     "Spec",
     "SpecError",
@@ -143,6 +146,57 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class Parameter:
+    """A profile parameter (SPEC.md section 4): a point where frameworks legitimately choose; the
+    first of ``values`` is the strict default."""
+
+    id: str
+    rules: tuple[str, ...]
+    values: tuple[str, ...]
+    doc: str
+    meaning: Mapping[str, str]
+    texts: tuple[str, ...] = ()  # the values a choice must give a text for (the framework's fixed wording)
+
+    @property
+    def default(self) -> str:
+        return self.values[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One documented choice of a profile: a parameter's value, with the framework's own documentation."""
+
+    parameter: str
+    value: str
+    source: str
+    note: str
+    text: str | None = None  # the framework's fixed text, for a value that needs one (Parameter.texts)
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A named set of choices (the strict default for every parameter it does not set)."""
+
+    id: str
+    framework: str
+    tested: str
+    doc: str
+    choices: tuple[Choice, ...]
+
+    def value(self, parameter: str, spec: Spec) -> str:
+        for c in self.choices:
+            if c.parameter == parameter:
+                return c.value
+        return spec.parameter(parameter).default
+
+    def text(self, parameter: str) -> str | None:
+        for c in self.choices:
+            if c.parameter == parameter:
+                return c.text
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class Spec:
     name: str
     version: str
@@ -156,6 +210,8 @@ class Spec:
     invariants: tuple[Invariant, ...]
     modes: Mapping[str, tuple[str, ...]]
     defaults: Mapping[str, Mapping[str, Any]]
+    parameters: tuple[Parameter, ...] = ()
+    profiles: tuple[Profile, ...] = ()
     path: str = ""
     _index: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -176,6 +232,21 @@ class Spec:
 
     def stop_reason(self, rid: str) -> StopReason:
         return self._index["stop_reason"][rid]  # type: ignore[no-any-return]
+
+    def parameter(self, pid: str) -> Parameter:
+        for p in self.parameters:
+            if p.id == pid:
+                return p
+        raise KeyError(pid)
+
+    def profile(self, pid: str) -> Profile:
+        """A profile by id; ``strict`` is the strict default (no choices)."""
+        if pid == "strict":
+            return Profile("strict", "", "", "The strict spec: every parameter at its default.", ())
+        for p in self.profiles:
+            if p.id == pid:
+                return p
+        raise KeyError(pid)
 
     def transition(self, tid: str) -> Transition:
         return self._index["transition"][tid]  # type: ignore[no-any-return]
@@ -508,6 +579,8 @@ def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
     if not isinstance(defaults, dict) or not {"batch", "loop"} <= set(defaults):
         raise ctx.error("defaults", "", "", "needs [defaults.batch] and [defaults.loop]")
 
+    parameters, profiles = _parse_profiles(ctx, doc)
+
     spec = Spec(
         name=_str(ctx, "meta", meta, "name"),
         version=_str(ctx, "meta", meta, "spec_version"),
@@ -520,6 +593,8 @@ def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
         transitions=tuple(transitions),
         invariants=tuple(invariants),
         modes=modes,
+        parameters=parameters,
+        profiles=profiles,
         defaults=defaults,
         path=path,
     )
@@ -589,3 +664,73 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
             current["checks"] = invs
     close()
     return tuple(rules)
+
+
+_URL = re.compile(r"^https?://\S+$")
+
+
+def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter, ...], tuple[Profile, ...]]:
+    """``[[parameter]]`` and ``[[profile]]`` (SPEC.md section 4), validated: parameters name rules and
+    give a meaning for each value; a profile sets known parameters to one of their non-default values,
+    each at most once, citing the framework's documentation (an http(s) URL)."""
+    parameters: list[Parameter] = []
+    for e in _entries(ctx, doc, "parameter"):
+        pid = e["id"]
+        if not _IDENT.match(pid):
+            raise ctx.error("parameter", pid, "id", "parameter ids are lower_snake_case")
+        rules = _strs(ctx, "parameter", e, "rules")
+        if not rules:
+            raise ctx.error("parameter", pid, "rules", "a parameter names the rules it relaxes")
+        for r in rules:
+            if not _RULE_ID.match(r):
+                raise ctx.error("parameter", pid, "rules", f"rule ids look like R12, got {r!r}")
+        values = _strs(ctx, "parameter", e, "values")
+        if len(values) < 2 or len(set(values)) != len(values):
+            raise ctx.error("parameter", pid, "values", "at least two distinct values; the first is the strict default")
+        meaning = e.get("meaning")
+        if not isinstance(meaning, dict) or set(meaning) != set(values) or not all(
+                isinstance(v, str) and v for v in meaning.values()):
+            raise ctx.error("parameter", pid, "meaning", "a non-empty text for each value, and nothing else")
+        texts = _strs(ctx, "parameter", e, "texts") if "texts" in e else ()
+        if not set(texts) <= set(values) - {values[0]}:
+            raise ctx.error("parameter", pid, "texts", "only non-default values of this parameter can need a text")
+        parameters.append(Parameter(pid, rules, values, _str(ctx, "parameter", e, "doc"), dict(meaning), texts))
+    by_id = {p.id: p for p in parameters}
+    profiles: list[Profile] = []
+    for e in _entries(ctx, doc, "profile"):
+        pid = e["id"]
+        if pid == "strict":
+            raise ctx.error("profile", pid, "id", "'strict' is reserved for the strict default")
+        raw = e.get("choice", [])
+        if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
+            raise ctx.error("profile", pid, "choice", "expected an array of tables [[profile.choice]]")
+        choices: list[Choice] = []
+        for n, c in enumerate(raw, start=1):
+            fld = f"choice[{n}]"
+            param = c.get("parameter")
+            if param not in by_id:
+                raise ctx.error("profile", pid, f"{fld}.parameter", f"unknown parameter {param!r}")
+            if any(x.parameter == param for x in choices):
+                raise ctx.error("profile", pid, f"{fld}.parameter", f"parameter {param!r} is set twice")
+            value = c.get("value")
+            if value not in by_id[param].values:
+                raise ctx.error("profile", pid, f"{fld}.value",
+                                f"{param} takes one of {', '.join(by_id[param].values)}, got {value!r}")
+            if value == by_id[param].default:
+                raise ctx.error("profile", pid, f"{fld}.value", f"{value!r} is the strict default: not a choice")
+            source = c.get("source")
+            if not isinstance(source, str) or not _URL.match(source):
+                raise ctx.error("profile", pid, f"{fld}.source", "a link (http or https URL) to the framework's documentation")
+            note = c.get("note")
+            if not isinstance(note, str) or not note:
+                raise ctx.error("profile", pid, f"{fld}.note", "missing or not a non-empty string")
+            text = c.get("text")
+            if value in by_id[param].texts:
+                if not isinstance(text, str) or not text:
+                    raise ctx.error("profile", pid, f"{fld}.text", f"{param} = {value} needs the framework's text")
+            elif text is not None:
+                raise ctx.error("profile", pid, f"{fld}.text", f"{param} = {value} takes no text")
+            choices.append(Choice(param, value, source, note, text))
+        profiles.append(Profile(pid, _str(ctx, "profile", e, "framework"), _str(ctx, "profile", e, "tested"),
+                                _str(ctx, "profile", e, "doc"), tuple(choices)))
+    return tuple(parameters), tuple(profiles)

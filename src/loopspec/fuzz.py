@@ -68,6 +68,7 @@ def fuzz(
     isolation: str = "campaign",
     cwd: str | None = None,
     shrink_seconds: float = 120.0,
+    profile: str | None = None,
 ) -> CampaignResult:
     """Run one campaign against ``target`` (a command string/argv, an :class:`Executor` class or
     factory, or an object with ``handle(method, params, call)``). Raises :class:`StartError` or
@@ -76,7 +77,8 @@ def fuzz(
     try:
         factory.release(factory.open(mode))
         campaign = Campaign(factory, mode=mode, max_examples=max_examples, seed=seed, out=out, steps=steps,
-                            max_calls=max_calls, isolation=isolation, shrink_seconds=shrink_seconds)
+                            max_calls=max_calls, isolation=isolation, shrink_seconds=shrink_seconds,
+                            profile=None if profile in (None, "strict") else profile)
         return campaign.run()
     finally:
         factory.close()

@@ -1,0 +1,142 @@
+"""The conformance report of ``loopspec fuzz --report``: data (JSON) first, then Markdown.
+
+Per rule of SPEC.md: **conforms** (no campaign found a divergence), **design choice** (the strict
+campaign found one, and its shrunk counterexample conforms to the framework's profile: the profile's
+documented choices, named, explain it) or **deviates** (a divergence from the profile itself — or
+from the strict spec when no profile is given), each with its shrunk counterexample.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from ._fuzz import CampaignResult, Finding
+from ._judge import judge
+from ._profiles import params_for
+from ._spec import load_rules, load_spec
+from ._text import write_atomic
+
+Json = Any
+
+__all__ = ["REPORT_FORMAT", "render_report", "report_data", "write_report"]
+
+REPORT_FORMAT = "loopspec-conformance-report/1"
+
+
+def _explained_by(f: Finding, profile: str) -> list[str]:
+    """The profile parameters that, each alone, make the finding's failing trace conform."""
+    spec = load_spec()
+    params = params_for(spec, profile)
+    trace = f.traces[-1]
+    return [pid for pid in params.differs(spec) if judge(trace, profile=params.only(spec, [pid])).ok]
+
+
+def _finding_json(f: Finding, out: Path | None, sub: str = "") -> dict[str, Json]:
+    v = f.verdict.violation
+    assert v is not None
+    return {"rule": v.rule, "kind": v.kind, "invariant": v.invariant, "calls": f.calls, "steps": len(f.steps),
+            "reproduced": f.reproduced, "explanation": v.explanation,
+            "case": str(out / sub / f"{f.rule}.json") if out is not None else None}
+
+
+def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str | None, result: CampaignResult,
+                strict: CampaignResult | None, out: Path | None) -> dict[str, Json]:
+    spec = load_spec()
+    rules = [r.id for r in load_rules()]
+    deviations = {f.rule: f for f in result.findings}
+    choices: dict[str, tuple[Finding, list[str]]] = {}
+    if profile is not None and strict is not None:
+        for f in strict.findings:
+            if f.rule in deviations:
+                continue
+            if judge(f.traces[-1], profile=profile).ok:
+                choices[f.rule] = (f, _explained_by(f, profile))
+            else:  # the strict campaign's counterexample deviates from the profile too
+                deviations[f.rule] = f
+    per_rule = []
+    for rid in rules + sorted(r for r in deviations if r not in rules):
+        if rid in deviations:
+            entry = {"rule": rid, "status": "deviates", **_finding_json(deviations[rid], out,
+                                                                        "" if deviations[rid] in result.findings
+                                                                        else "strict")}
+        elif rid in choices:
+            f, params = choices[rid]
+            entry = {"rule": rid, "status": "design-choice", "parameters": params, **_finding_json(f, out, "strict")}
+        else:
+            entry = {"rule": rid, "status": "conforms"}
+        per_rule.append(entry)
+    prof = spec.profile(profile) if profile else None
+    return {
+        "format": REPORT_FORMAT, "date": date.today().isoformat(), "impl": impl, "implInfo": dict(info),
+        "mode": mode, "profile": profile or "strict",
+        "profileChoices": [{"parameter": c.parameter, "value": c.value, "source": c.source, "note": c.note}
+                           for c in prof.choices] if prof else [],
+        "seed": result.seed, "stats": result.stats, "strictStats": strict.stats if strict else None,
+        "rules": per_rule,
+    }
+
+
+_STATUS = {"conforms": "conforms", "design-choice": "design choice", "deviates": "**deviates**"}
+
+
+def render_report(data: Mapping[str, Json]) -> str:
+    spec = load_spec()
+    titles = {r.id: r.title for r in load_rules()}
+    prof = data["profile"]
+    st = data["stats"]
+    lines = [
+        f"# Conformance report: {data['impl']} ({data['mode']} mode)",
+        "",
+        f"- implementation: {data['implInfo'].get('name', data['impl'])} {data['implInfo'].get('version', '')}".rstrip(),
+        f"- judged under the profile `{prof}`" + ("" if prof == "strict" else
+                                                 " and, for the design choices, the strict spec"),
+        f"- date: {data['date']}; seed {data['seed']}; {st['examples']} examples, {st['steps']} steps, "
+        f"{st['executionsObserved']} executions observed, {st['seconds']} s"
+        + (f" (strict campaign: {data['strictStats']['seconds']} s)" if data.get("strictStats") else ""),
+        "",
+    ]
+    if data["profileChoices"]:
+        lines += ["## The profile's documented choices", "", "| parameter | value | meaning | source |", "|---|---|---|---|"]
+        for c in data["profileChoices"]:
+            meaning = spec.parameter(c["parameter"]).meaning[c["value"]]
+            lines.append(f"| `{c['parameter']}` | `{c['value']}` | {meaning} {c['note']} | [{'source' if 'github.com/' in c['source'] else 'docs'}]({c['source']}) |")
+        lines.append("")
+    counts = {s: sum(1 for r in data["rules"] if r["status"] == s) for s in _STATUS}
+    lines += ["## Per rule", "",
+              f"{counts['conforms']} conform, {counts['design-choice']} differ by a documented choice, "
+              f"{counts['deviates']} deviate.", "", "| rule | | result |", "|---|---|---|"]
+    for r in data["rules"]:
+        extra = ""
+        if r["status"] == "design-choice":
+            extra = (" — conforms to its profile, which differs from the strict default in "
+                     + (", ".join(f"`{p}`" for p in r["parameters"]) or "a combination of its choices"))
+        elif r["status"] == "deviates":
+            extra = (f" — {r['kind']}: deviates from its documented profile" if prof != "strict"
+                     else f" — {r['kind']}")
+        lines.append(f"| {r['rule']} | {titles.get(r['rule'], '')} | {_STATUS[r['status']]}{extra} |")
+    lines.append("")
+    shown = [r for r in data["rules"] if r["status"] != "conforms"]
+    if shown:
+        lines += ["## Counterexamples (shrunk)", ""]
+    for r in shown:
+        head = "deviation" if r["status"] == "deviates" else "design choice"
+        lines += [f"### {r['rule']} {r['kind']} ({head})", ""]
+        if r.get("invariant"):
+            lines += [f"Invariant: {r['invariant']}. "]
+        lines += ["```", r["explanation"], "```", ""]
+        if r.get("case"):
+            lines += [f"Case: `{r['case']}` ({r['calls']} call(s) in {r['steps']} step(s)"
+                      + (", did not reproduce in a fresh run: P7" if r.get("reproduced") is False else "") + ")", ""]
+    return "\n".join(lines)
+
+
+def write_report(path: str | Path, **kw: Any) -> list[str]:
+    data = report_data(**kw)
+    p = Path(path)
+    write_atomic(p.with_suffix(".json"), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(p, render_report(data) + "\n")
+    return [str(p), str(p.with_suffix(".json"))]

@@ -1,0 +1,51 @@
+"""In-process adapters for real Python agent frameworks (optional extras).
+
+``loopspec fuzz --impl pydantic-ai`` (or ``openai-agents``, ``langgraph``) drives the framework's own
+tool-calling path with a scripted model and no network; ``--impl module:attr`` loads any
+:class:`loopspec.fuzz.Executor` subclass (or factory) the same way. Each adapter module imports its
+framework only when it is used: ``pip install 'loopspec[pydantic-ai]'`` etc.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Final
+
+__all__ = ["FRAMEWORKS", "PACKAGES", "resolve"]
+
+#: --impl name -> the adapter's entry point (module:attr)
+FRAMEWORKS: Final = {
+    "pydantic-ai": "loopspec.frameworks.pydantic_ai:PydanticAIExecutor",
+    "openai-agents": "loopspec.frameworks.openai_agents:OpenAIAgentsExecutor",
+    "langgraph": "loopspec.frameworks.langgraph:LangGraphExecutor",
+}
+
+#: --impl name -> the distribution that provides the framework (and the loopspec extra that installs it)
+PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents", "langgraph": "langgraph"}
+
+_ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+class ResolveError(Exception):
+    """``--impl`` names a framework or an entry point that cannot be loaded (the message says why)."""
+
+
+def resolve(impl: str) -> Any | None:
+    """The in-process target for ``--impl``: a framework name or ``module:attr``; None for a command."""
+    entry = FRAMEWORKS.get(impl)
+    if entry is None and not _ENTRY.match(impl):
+        return None
+    module, _, attr = (entry or impl).partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        if entry is not None:
+            obj()  # imports the framework now: a missing extra is a usage error, not a crash later
+    except ImportError as exc:
+        hint = f" (install it: pip install 'loopspec[{impl}]')" if impl in PACKAGES else ""
+        raise ResolveError(f"cannot import {module}: {exc}{hint}") from None
+    except AttributeError:
+        raise ResolveError(f"{module} has no attribute {attr!r}") from None
+    return obj

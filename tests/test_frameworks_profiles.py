@@ -1,0 +1,249 @@
+"""Profile parameters (SPEC.md section 4): the loader's validation, and the profiled reference.
+
+The strict default must be exactly the core's reference (R0-R28 unchanged); each documented choice
+changes only what its parameter names.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from loopspec._judge import TRACE_FORMAT, judge
+from loopspec._profiles import params_for
+from loopspec._spec import SpecError, load_spec, parse_spec
+
+SPEC_TEXT = load_spec().path
+
+
+def _text() -> str:
+    from pathlib import Path
+
+    return Path(SPEC_TEXT).read_text(encoding="utf-8")
+
+
+def test_shipped_profiles_load() -> None:
+    spec = load_spec()
+    assert {p.id for p in spec.profiles} >= {"pydantic-ai", "openai-agents", "langgraph"}
+    for prof in spec.profiles:
+        for c in prof.choices:
+            assert c.value != spec.parameter(c.parameter).default
+            assert c.source.startswith("https://")
+    assert params_for(spec, "strict").strict(spec)
+    assert not params_for(spec, "langgraph").strict(spec)
+
+
+@pytest.mark.parametrize(("old", "new", "field"), [
+    ('parameter = "budget"\nvalue = "per-proposal"', 'parameter = "budget"\nvalue = "sometimes"', "value"),
+    ('parameter = "budget"\nvalue = "per-proposal"', 'parameter = "nope"\nvalue = "per-proposal"', "parameter"),
+    ('parameter = "budget"\nvalue = "per-proposal"', 'parameter = "budget"\nvalue = "per-call"', "value"),
+    ('source = "https://ai.pydantic.dev/agents/#usage-limits"', 'source = "the docs"', "source"),
+])
+def test_loader_rejects_bad_profiles(old: str, new: str, field: str) -> None:
+    text = _text()
+    assert old in text
+    with pytest.raises(SpecError) as err:
+        parse_spec(text.replace(old, new, 1))
+    assert field in str(err.value) and "pydantic-ai" in str(err.value)
+
+
+def test_loader_rejects_a_parameter_without_meaning() -> None:
+    text = _text().replace('meaning = { "run" = ', 'meanin = { "run" = ', 1)
+    with pytest.raises(SpecError, match="meaning"):
+        parse_spec(text)
+
+
+def _batch(calls: list, execs: list, result: dict, budget: int = 5, mode: str = "continue") -> dict:
+    events = [{"type": "execute", "callId": c["id"], "name": c["name"], "arguments": c["arguments"],
+               "principal": "alice", "outcome": {"status": "ok", "output": k}} for k, c in enumerate(execs)]
+    events.append({"type": "response", "result": result})
+    return {"format": TRACE_FORMAT, "kind": "batch",
+            "config": {"tools": [{"name": "lookup", "inputSchema": {"type": "object", "properties": {}}}],
+                       "budget": budget, "mode": mode, "principal": "alice"},
+            "calls": calls, "events": events}
+
+
+C1 = {"id": "c1", "name": "lookup", "arguments": {}}
+
+
+def test_R6_replay_under_strict_is_reexecution_under_id_binding_none() -> None:
+    """R6: executing a repeated id is a deviation from the strict spec and a design choice under
+    id_binding = none (LangGraph's profile)."""
+    trace = _batch([C1, C1], [C1, C1], {"results": [{"id": "c1", "status": "ok", "output": 0},
+                                                    {"id": "c1", "status": "ok", "output": 1}],
+                                        "executed": 2, "aborted": None})
+    strict = judge(trace)
+    assert not strict.ok and strict.violation is not None and strict.violation.rule == "R6"
+    assert judge(trace, profile="langgraph").ok
+
+
+def test_R9_per_proposal_budget_refuses_the_whole_proposal() -> None:
+    """R9 under budget = per-proposal: two calls over a budget of 1 run nothing (pydantic-ai)."""
+    c2 = {"id": "c2", "name": "lookup", "arguments": {}}
+    trace = _batch([C1, c2], [], {"results": [], "executed": 0,
+                                  "aborted": {"index": 0, "code": "BUDGET_EXHAUSTED"}}, budget=1)
+    assert not judge(trace).ok
+    assert judge(trace, profile="pydantic-ai").ok
+    # and the strict behaviour deviates from that profile
+    strict_like = _batch([C1, c2], [C1], {"results": [{"id": "c1", "status": "ok", "output": 0},
+                                                      {"id": "c2", "status": "error", "code": "BUDGET_EXHAUSTED"}],
+                                          "executed": 1, "aborted": None}, budget=1)
+    assert judge(strict_like).ok
+    assert not judge(strict_like, profile="pydantic-ai").ok
+
+
+def test_strict_profile_is_the_core_reference() -> None:
+    trace = _batch([C1, C1], [C1], {"results": [{"id": "c1", "status": "ok", "output": 0},
+                                                {"id": "c1", "status": "ok", "output": 0}],
+                                    "executed": 1, "aborted": None})
+    assert judge(trace).ok and judge(trace, profile="strict").ok
+    assert judge(trace).to_json() == judge(trace, profile="strict").to_json()
+
+
+# --------------------------------------------------------------------------------------------
+# The loader: texts, and SPEC.md section 4 names every parameter
+# --------------------------------------------------------------------------------------------
+
+FINAL_TEXT = 'text = "Sorry, need more steps to process this request."\n'
+
+
+def test_loader_requires_the_frameworks_text_for_a_value_that_needs_one() -> None:
+    text = _text()
+    assert FINAL_TEXT in text
+    with pytest.raises(SpecError, match="text") as err:
+        parse_spec(text.replace(FINAL_TEXT, "", 1))
+    assert "langgraph" in str(err.value)
+
+
+def test_loader_rejects_a_text_on_a_value_that_takes_none() -> None:
+    text = _text().replace('parameter = "budget"\nvalue = "per-proposal"\n',
+                           'parameter = "budget"\nvalue = "per-proposal"\ntext = "x"\n', 1)
+    with pytest.raises(SpecError, match="takes no text"):
+        parse_spec(text)
+
+
+def test_spec_md_section_4_names_every_parameter_and_value_in_order() -> None:
+    """P-DEFAULT: SPEC.md section 4 lists each parameter of loop.toml with its values, default first."""
+    from pathlib import Path
+
+    spec = load_spec()
+    section = Path(spec.path).with_name("SPEC.md").read_text(encoding="utf-8").split("## 4. Profiles", 1)[1]
+    for p in spec.parameters:
+        line = next((ln for ln in section.splitlines() if ln.startswith(f"- `{p.id}` (")), None)
+        assert line is not None, p.id
+        assert " | ".join(f"`{v}`" for v in p.values) in line, p.id
+        assert ", ".join(p.rules) in line.replace("–", "-") or p.rules[0] in line, p.id
+
+
+# --------------------------------------------------------------------------------------------
+# The newer parameters, on hand-made traces
+# --------------------------------------------------------------------------------------------
+
+TOOLS = [{"name": "lookup", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"},
+                                                                            "n": {"type": "integer"}}}}]
+LIMITS = {"maxRounds": None, "maxExecutions": None, "maxToolExecutions": None, "maxRequests": None,
+          "maxRetries": 0, "deadline": None}
+
+
+def _ok(cid: str, out: object) -> dict:
+    return {"id": cid, "status": "ok", "output": out}
+
+
+def _loop(replies: list, shown: list, execs: list, result: dict, *, mode: str = "continue",
+          limits: dict | None = None) -> dict:
+    """A loop trace: model request k shows ``shown[k]``; ``execs`` are (call, outcome, round) in order."""
+    events: list[dict] = []
+    for k, (reply, res) in enumerate(zip(replies, shown, strict=True)):
+        events.append({"type": "model", "round": k + 1, "results": res, "reply": reply})
+        for call, outcome, _round in (e for e in execs if e[2] == k + 1):
+            events.append({"type": "execute", "callId": call["id"], "name": call["name"],
+                           "arguments": call["arguments"], "principal": "alice", "outcome": outcome})
+    base = {"coverage": "COMPLETE" if result["status"] == "COMPLETED" else "PARTIAL", "aborted": None,
+            "final": None, "results": [], "executed": 0}
+    events.append({"type": "response", "result": {**base, **result, "rounds": len(replies)}})
+    return {"format": TRACE_FORMAT, "kind": "loop",
+            "config": {"tools": TOOLS, "limits": {**LIMITS, **(limits or {})}, "mode": mode, "onLimit": "throw",
+                       "principal": "alice"},
+            "events": events}
+
+
+A = {"id": "c1", "name": "lookup", "arguments": {"q": "a"}}
+
+
+def test_R18_an_empty_response_is_the_final_answer_under_final_answer() -> None:
+    """R18 / empty_proposal: the Agents SDK and LangGraph end the run on a response without calls."""
+    trace = _loop([{"calls": []}], [[]], [], {"status": "COMPLETED", "stopReason": "FINAL_ANSWER", "final": ""})
+    assert not judge(trace).ok
+    assert not judge(trace, profile="pydantic-ai").ok  # pydantic-ai asks again (next-round)
+    assert judge(trace, profile="openai-agents").ok and judge(trace, profile="langgraph").ok
+
+
+def test_R13_upfront_checks_abort_before_the_proposal_executes() -> None:
+    """R13 / call_checks = upfront: pydantic-ai validates the whole response before it runs a call."""
+    bad = {"id": "c2", "name": "shell", "arguments": {}}
+    upfront = _batch([C1, bad], [], {"results": [], "executed": 0, "aborted": {"index": 1, "code": "UNKNOWN_TOOL"}},
+                     mode="abort")
+    assert not judge(upfront).ok
+    assert judge(upfront, profile="pydantic-ai").ok
+    per_call = _batch([C1, bad], [C1], {"results": [_ok("c1", 0)], "executed": 1,
+                                        "aborted": {"index": 1, "code": "UNKNOWN_TOOL"}}, mode="abort")
+    assert judge(per_call).ok
+    assert not judge(per_call, profile="pydantic-ai").ok
+
+
+def test_R13_concurrent_execution_runs_the_siblings_of_a_failure() -> None:
+    """R13 / tool_execution = concurrent: LangGraph's ToolNode runs every call of the message."""
+    c2 = {"id": "c2", "name": "lookup", "arguments": {}}
+    events = [{"type": "execute", "callId": "c1", "name": "lookup", "arguments": {}, "principal": "alice",
+               "outcome": {"status": "error", "category": "INTERNAL_ERROR"}},
+              {"type": "execute", "callId": "c2", "name": "lookup", "arguments": {}, "principal": "alice",
+               "outcome": {"status": "ok", "output": 1}},
+              {"type": "response", "result": {"results": [], "executed": 2,
+                                              "aborted": {"index": 0, "code": "INTERNAL_ERROR"}}}]
+    trace = {**_batch([C1, c2], [], {}, mode="abort"), "events": events}
+    strict = judge(trace)
+    assert not strict.ok and strict.violation is not None and strict.violation.rule == "R13"
+    assert judge(trace, profile="langgraph").ok
+
+
+def test_R6_drop_repeats_coalesces_a_repeated_call_across_rounds() -> None:
+    """R6, R7 / id_binding = drop-repeats: the Agents SDK neither runs nor answers a call whose id already
+    has an output for the same invocation, and refuses other content under that id."""
+    out = {"status": "ok", "output": 0}
+    trace = _loop([{"calls": [A]}, {"calls": [A]}, {"final": "x"}], [[], [_ok("c1", 0)], []], [(A, out, 1)],
+                  {"status": "COMPLETED", "stopReason": "FINAL_ANSWER", "final": "x", "executed": 1,
+                   "results": [_ok("c1", 0)]})
+    assert not judge(trace).ok
+    assert judge(trace, profile="openai-agents").ok
+    other = {**A, "arguments": {"q": "b"}}
+    refused = _loop([{"calls": [A]}, {"calls": [other]}], [[], [_ok("c1", 0)]], [(A, out, 1)],
+                    {"status": "FAILED", "stopReason": "MODEL_ERROR", "executed": 1, "results": [_ok("c1", 0)]})
+    assert not judge(refused).ok
+    assert judge(refused, profile="openai-agents").ok
+
+
+def test_R5_as_written_contents_tell_1_from_1_0() -> None:
+    """R5 / content_equality = as-written: the SDK's fingerprint keeps 1 and 1.0 apart, so the second call
+    is another invocation under a bound id (a refusal), where R5 would see the same content."""
+    one = {"id": "c1", "name": "lookup", "arguments": {"n": 1}}
+    one_0 = {"id": "c1", "name": "lookup", "arguments": {"n": 1.0}}
+    out = {"status": "ok", "output": 0}
+    refused = _loop([{"calls": [one]}, {"calls": [one_0]}], [[], [_ok("c1", 0)]], [(one, out, 1)],
+                    {"status": "FAILED", "stopReason": "MODEL_ERROR", "executed": 1, "results": [_ok("c1", 0)]})
+    assert judge(refused, profile="openai-agents").ok
+    spec = load_spec()
+    by_value = params_for(spec, "openai-agents").only(spec, [p.id for p in spec.parameters
+                                                             if p.id != "content_equality"])
+    assert not judge(refused, profile=by_value).ok  # by value the repeat is coalesced, not refused
+
+
+def test_R19_the_last_rounds_calls_become_the_frameworks_final_text() -> None:
+    """R19, R22 / rounds_exhausted = final-text: LangGraph's ReAct agent answers 'Sorry, need more steps'
+    instead of running the calls of its last allowed model request."""
+    text = "Sorry, need more steps to process this request."
+    trace = _loop([{"calls": [A]}], [[]], [], {"status": "COMPLETED", "stopReason": "FINAL_ANSWER", "final": text},
+                  limits={"maxRounds": 1})
+    assert not judge(trace).ok
+    assert judge(trace, profile="langgraph").ok
+    wrong = _loop([{"calls": [A]}], [[]], [], {"status": "COMPLETED", "stopReason": "FINAL_ANSWER", "final": "x"},
+                  limits={"maxRounds": 1})
+    assert not judge(wrong, profile="langgraph").ok
