@@ -92,7 +92,9 @@ framework's own tool-calling path, tools registered the framework's way whose bo
 execution, no network. It is judged twice: under its **profile** (`spec/loop.toml`, `[[profile]]`: the
 framework's documented choices, SPEC.md section 4) and under the **strict** spec. Per rule:
 
-- **conforms**: no campaign found a divergence;
+- **conforms**: no campaign found a divergence; where the profile differs from the strict default at
+  that rule but no campaign met a case that shows it (e.g. a limit the framework has no equivalent
+  for), the row says which parameter went unwitnessed;
 - **design choice**: the strict campaign's shrunk counterexample for the rule conforms to the profile — the
   named parameters, each alone, explain it (the first counterexample found decides which choice is named);
 - **deviates**: the framework does something its own documented profile does not allow (a bug, or a

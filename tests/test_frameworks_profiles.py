@@ -247,3 +247,22 @@ def test_R19_the_last_rounds_calls_become_the_frameworks_final_text() -> None:
     wrong = _loop([{"calls": [A]}], [[]], [], {"status": "COMPLETED", "stopReason": "FINAL_ANSWER", "final": "x"},
                   limits={"maxRounds": 1})
     assert not judge(wrong, profile="langgraph").ok
+
+
+def test_report_never_calls_an_unwitnessed_profile_difference_plain_conformance() -> None:
+    """A rule whose profile parameter differs from the strict default, where no campaign met a case that
+    shows the difference, is reported as conforming *with* that caveat (e.g. LangGraph has no execution
+    budget, R9, and the adapter cannot pass one): never as plain conformance to the strict spec."""
+    from loopspec._fuzz import CampaignResult
+    from loopspec._report import render_report, report_data
+
+    stats = {"examples": 1, "steps": 1, "executionsObserved": 0, "seconds": 0.0}
+    empty = CampaignResult(findings=[], seed=1, stats=stats, files=[])
+    data = report_data(impl="x", info={}, mode="batch", profile="langgraph", result=empty, strict=empty, out=None)
+    by_rule = {r["rule"]: r for r in data["rules"]}
+    assert by_rule["R9"]["status"] == "conforms" and by_rule["R9"]["profileDiffersUnwitnessed"] == ["budget"]
+    assert "profileDiffersUnwitnessed" not in by_rule["R16"]  # no profile parameter concerns R16
+    text = render_report(data)
+    assert "| R9 | " in text and "no campaign met a case where its profile's `budget`" in text
+    strict = report_data(impl="x", info={}, mode="batch", profile=None, result=empty, strict=None, out=None)
+    assert all("profileDiffersUnwitnessed" not in r for r in strict["rules"])

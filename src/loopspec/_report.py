@@ -57,6 +57,11 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
                 choices[f.rule] = (f, _explained_by(f, profile))
             else:  # the strict campaign's counterexample deviates from the profile too
                 deviations[f.rule] = f
+    unwitnessed: dict[str, list[str]] = {}
+    if profile is not None:
+        for pid in params_for(spec, profile).differs(spec):
+            for rid in spec.parameter(pid).rules:
+                unwitnessed.setdefault(rid, []).append(pid)
     per_rule = []
     for rid in rules + sorted(r for r in deviations if r not in rules):
         if rid in deviations:
@@ -68,6 +73,8 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
             entry = {"rule": rid, "status": "design-choice", "parameters": params, **_finding_json(f, out, "strict")}
         else:
             entry = {"rule": rid, "status": "conforms"}
+            if unwitnessed.get(rid):  # the profile differs here, but no campaign met a case that shows it
+                entry["profileDiffersUnwitnessed"] = unwitnessed[rid]
         per_rule.append(entry)
     prof = spec.profile(profile) if profile else None
     return {
@@ -114,6 +121,10 @@ def render_report(data: Mapping[str, Json]) -> str:
         if r["status"] == "design-choice":
             extra = (" — conforms to its profile, which differs from the strict default in "
                      + (", ".join(f"`{p}`" for p in r["parameters"]) or "a combination of its choices"))
+        elif r.get("profileDiffersUnwitnessed"):
+            extra = (" — no campaign met a case where its profile's "
+                     + ", ".join(f"`{p}`" for p in r["profileDiffersUnwitnessed"])
+                     + " differs from the strict default")
         elif r["status"] == "deviates":
             extra = (f" — {r['kind']}: deviates from its documented profile" if prof != "strict"
                      else f" — {r['kind']}")
