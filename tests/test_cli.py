@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 
 from loopspec._spec import default_spec_path
 from loopspec.cli import main
+from loopspec.frameworks import installed
 
 
 def loopspec(*args: str) -> subprocess.CompletedProcess[str]:
@@ -30,7 +30,7 @@ def test_demo_shows_the_whole_product(tmp_path: Path) -> None:
     assert "R6 replay-reexecuted" in r.stdout  # the oracle on a tampered ledger
     assert (tmp_path / "diagrams" / "machine-trace.dot").is_file()
     assert "== 8. Real agent frameworks" in r.stdout
-    if importlib.util.find_spec("agents") is not None:  # CI installs the frameworks extra
+    if installed("openai-agents"):  # CI installs the frameworks extra
         assert "loopspec fuzz --impl openai-agents --profile openai-agents" in r.stdout
         assert "DIVERGES: R3" in r.stdout or "is not replayed" in r.stdout
     assert "everything matches the spec" in r.stdout

@@ -7,7 +7,6 @@ campaigns are small; docs/frameworks.py runs the larger ones behind docs/framewo
 
 from __future__ import annotations
 
-import importlib.util
 from importlib.metadata import version
 from typing import Any
 
@@ -17,10 +16,8 @@ from loopspec._adapter import InProcessImpl
 from loopspec._fuzz import run_step
 from loopspec._judge import judge
 from loopspec._spec import load_spec
-from loopspec.frameworks import FRAMEWORKS, PACKAGES, resolve
+from loopspec.frameworks import FRAMEWORKS, PACKAGES, installed, resolve
 from loopspec.fuzz import fuzz
-
-MODULES = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph"}
 
 #: deviations from their own profile that the campaigns below are known to find (docs/frameworks.md)
 #: (whether a 15-example campaign meets one depends on the string-hash seed; finding it is allowed, not required)
@@ -30,7 +27,7 @@ KNOWN: dict[tuple[str, str], set[str]] = {
 
 
 def _need(name: str) -> None:
-    if importlib.util.find_spec(MODULES[name]) is None:
+    if not installed(name):
         pytest.skip(f"{name} is not installed (pip install 'loopspec[{name}]')")
 
 

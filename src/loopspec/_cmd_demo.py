@@ -241,28 +241,26 @@ _AGENTS_R3 = {"format": "loopspec-fuzz-case/1", "mode": "batch", "profile": "ope
 
 def frameworks_section(color: bool, out: Path) -> bool:
     """Section 8: the real agent frameworks that are installed, fuzzed in process under their profiles."""
-    import importlib.util
     import json
     from importlib.metadata import version
 
     from ._spec import load_spec
     from ._text import write_atomic
-    from .frameworks import FRAMEWORKS, PACKAGES
+    from .frameworks import FRAMEWORKS, PACKAGES, installed
 
     print(paint("\n== 8. Real agent frameworks, in process, judged under their documented profiles", "1", color))
-    modules = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph"}
-    installed = [n for n in FRAMEWORKS if importlib.util.find_spec(modules.get(n, n)) is not None]
-    if not installed:
+    present = [n for n in FRAMEWORKS if installed(n)]
+    if not present:
         print("  (none installed: pip install 'loopspec[frameworks]' — docs/frameworks.md has the full report)")
         return True
     ok = True
-    for name in installed:
+    for name in present:
         print(f"loopspec fuzz --impl {name} --profile {name} --max-examples 15   ({PACKAGES[name]} {version(PACKAGES[name])})")
         code, text, err = _cli(["fuzz", "--impl", name, "--profile", name, "--max-examples", "15", "--seed", "1",
                                 "--quiet", "--shrink-time", "10", "--out", str(out / "frameworks" / name)])
         print(_indent(text + err, 4))
         ok = ok and code in (0, 1)  # a deviation is a finding about the framework, not a demo failure
-    if "openai-agents" in installed:
+    if "openai-agents" in present:
         tested = load_spec().profile("openai-agents").tested
         if version(PACKAGES["openai-agents"]) != tested:
             print(f"\n(openai-agents is not {tested}, the version docs/frameworks.md measured: its known deviation "

@@ -9,10 +9,11 @@ framework only when it is used: ``pip install 'loopspec[pydantic-ai]'`` etc.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 from typing import Any, Final
 
-__all__ = ["FRAMEWORKS", "PACKAGES", "resolve"]
+__all__ = ["FRAMEWORKS", "MODULES", "PACKAGES", "installed", "resolve"]
 
 #: --impl name -> the adapter's entry point (module:attr)
 FRAMEWORKS: Final = {
@@ -23,6 +24,15 @@ FRAMEWORKS: Final = {
 
 #: --impl name -> the distribution that provides the framework (and the loopspec extra that installs it)
 PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents", "langgraph": "langgraph"}
+
+#: --impl name -> the top-level module the framework's distribution installs
+MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph"}
+
+
+def installed(name: str) -> bool:
+    """Is the framework behind ``--impl name`` importable here (its extra installed)?"""
+    return importlib.util.find_spec(MODULES[name]) is not None
+
 
 _ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
