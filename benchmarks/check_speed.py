@@ -6,7 +6,11 @@ Writes a synthetic ledger (real reference-engine runs, relabelled and interleave
 * the **limit**: read every line and parse it with the fastest JSON parser loopspec ships (orjson
   when the ``fast`` extra is installed), doing nothing else;
 * **check**: the whole oracle on the same file (every event replayed through the reference core);
-* the same two with the standard library's ``json``, for comparison.
+* the same two with the standard library's ``json``, for comparison;
+* a **skeleton**: the oracle's read loop (readline, parse, one dict lookup for the run) feeding
+  each event to a per-run object that reads only ``seq``, ``type``, ``step``, ``via`` and ``t``
+  and checks their order — no state machine, no guard, no field check. No checker that replays
+  events in Python can be faster than this, so it bounds what a Python oracle can reach.
 
 Prints events per second and the ratio check / limit. With ``--memory`` it also checks the file
 under tracemalloc and prints the peak. No assertion: the numbers are for reading.
@@ -51,6 +55,53 @@ def check(path: Path) -> tuple[int, int]:
     return ls.events, runs
 
 
+class _Skeleton:
+    """The least a per-event check can do: the sequence and step numbering of one run."""
+
+    __slots__ = ("seq", "step", "via")
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.step = 0
+        self.via = ""
+
+    def feed(self, ev: dict[str, object], line: int) -> None:
+        seq = ev["seq"]
+        if seq != self.seq + 1 or seq.__class__ is not int:
+            raise ValueError(line)
+        self.seq = seq
+        if ev["type"].__class__ is not str:
+            raise ValueError(line)
+        step = ev.get("step")
+        if step != self.step:
+            if step.__class__ is not int or ev["t"].__class__ not in (int, float):
+                raise ValueError(line)
+            self.step = step
+            self.via = ev.get("via")  # type: ignore[assignment]
+
+
+def skeleton(path: Path) -> int:
+    loads = _json.loads_fast
+    runs: dict[object, _Skeleton] = {}
+    n = 0
+    with path.open("rb") as fh:
+        readline = fh.readline
+        while True:
+            raw = readline(1 << 24)
+            if not raw:
+                break
+            n += 1
+            ev = loads(raw)
+            run = ev.get("run")
+            chk = runs.get(run)
+            if chk is None:  # run_started: the run's first event
+                runs[run] = _Skeleton()
+                runs[run].seq = ev["seq"]
+                continue
+            chk.feed(ev, n)
+    return n
+
+
 def best(fn, repeat: int) -> tuple[float, object]:  # type: ignore[no-untyped-def]
     times, out = [], None
     for _ in range(repeat):
@@ -80,9 +131,14 @@ def main() -> None:
             t_parse, n = best(lambda parser=parser: parse_only(path, parser), args.repeat)
             t_check, (events, runs) = best(lambda: check(path), args.repeat)  # type: ignore[misc]
             assert events == n and runs == info["runs"], (events, n, runs)
-            limit, rate = n / t_parse, n / t_check
+            t_skel, _ = best(lambda: skeleton(path), args.repeat)
+            limit, rate, skel = n / t_parse, n / t_check, n / t_skel
             print(f"{parser:>6}: parse only {limit:>10,.0f} events/s (the limit) | check {rate:>10,.0f} events/s "
-                  f"| check/limit = {rate / limit:.0%}")
+                  f"| check/limit = {rate / limit:.0%} | skeleton {skel:>10,.0f} events/s = {skel / limit:.0%}")
+            budget = 1e6 / (0.5 * limit) - 1e6 / skel
+            print(f"{'':>6}  at 50% of the limit an event may take {1e6 / (0.5 * limit):.2f} us; the skeleton "
+                  f"takes {1e6 / skel:.2f} us, leaving {budget:.2f} us for the check itself (it takes "
+                  f"{1e6 / rate - 1e6 / skel:.2f} us)")
         _json.use_parser(parsers[0])
         if args.memory:
             tracemalloc.start()
