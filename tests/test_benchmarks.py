@@ -1,0 +1,41 @@
+"""The benchmark scripts still run and still print what the README quotes (tiny sizes; no timing is
+asserted: performance figures are read, never tested)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(script: str, *args: str, timeout: float = 300) -> str:
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_check_speed_prints_limit_check_and_skeleton() -> None:
+    out = _run("check_speed.py", "--events", "3000", "--repeat", "1", "--memory")
+    assert "parse only" in out and "(the limit)" in out and "check/limit" in out
+    assert "skeleton" in out and "leaving" in out  # the lower bound the README's Measured section cites
+    assert "peak traced memory" in out
+
+
+def test_fuzz_speed_prints_limit_fuzz_and_lower_bounds() -> None:
+    out = _run("fuzz_speed.py", "--examples", "5", "--json")
+    for needle in ("raw ping-pong (the limit)", "same steps replayed raw", "fuzz, one process",
+                   "fuzz, process per example", "Hypothesis' stateful engine with a no-op rule",
+                   "at the target (50% of the limit) a step may take"):
+        assert needle in out, needle
+    assert '"engineFloorStepsPerSecond"' in out
+
+
+@pytest.mark.slow
+def test_verify_speed_quick_runs() -> None:
+    out = _run("verify_speed.py", "--quick", timeout=600)
+    assert "states" in out
