@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT / "src"))
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test  # noqa: E402
 
-from loopspec._adapter import ImplFactory  # noqa: E402
-from loopspec._fuzz import Campaign, run_step  # noqa: E402
-from loopspec._harness import trace_failed  # noqa: E402
+from loopspec.fuzz._adapter import ImplFactory  # noqa: E402
+from loopspec.fuzz._campaign import Campaign, run_step  # noqa: E402
+from loopspec.fuzz._harness import trace_failed  # noqa: E402
 
 CMD = [sys.executable, str(ROOT / "examples" / "python" / "executor.py")]
 

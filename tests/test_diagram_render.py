@@ -11,7 +11,7 @@ import graphviz
 import pytest
 
 from loopspec import load_rules, load_spec
-from loopspec._cmd_diagram import EXTENSION, jobs
+from loopspec.cli.diagram import EXTENSION, jobs
 from loopspec.render import (
     check_flow_dot,
     check_flow_markdown,

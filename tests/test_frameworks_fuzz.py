@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from loopspec._adapter import InProcessImpl
-from loopspec._fuzz import run_step
 from loopspec._judge import judge
 from loopspec._spec import load_spec
 from loopspec.frameworks import FRAMEWORKS, PACKAGES, installed, resolve
 from loopspec.fuzz import fuzz
+from loopspec.fuzz._adapter import InProcessImpl
+from loopspec.fuzz._campaign import run_step
 
 #: deviations from their own profile that the campaigns below are known to find (docs/frameworks.md)
 #: (whether a 15-example campaign meets one depends on the string-hash seed; finding it is allowed, not required)
@@ -176,7 +176,7 @@ def test_R19_langgraph_answers_with_its_own_text_at_the_last_round() -> None:
 
 def test_impl_names_resolve_or_explain() -> None:
     assert resolve("python3 examples/python/executor.py") is None
-    assert resolve("loopspec._adapter:ReferenceExecutor") is not None
+    assert resolve("loopspec.fuzz._adapter:ReferenceExecutor") is not None
 
 
 def test_frameworks_page_reports_the_versions_ci_installs() -> None:

@@ -253,8 +253,8 @@ def test_report_never_calls_an_unwitnessed_profile_difference_plain_conformance(
     """A rule whose profile parameter differs from the strict default, where no campaign met a case that
     shows the difference, is reported as conforming *with* that caveat (e.g. LangGraph has no execution
     budget, R9, and the adapter cannot pass one): never as plain conformance to the strict spec."""
-    from loopspec._fuzz import CampaignResult
-    from loopspec._report import render_report, report_data
+    from loopspec.fuzz._campaign import CampaignResult
+    from loopspec.fuzz._report import render_report, report_data
 
     stats = {"examples": 1, "steps": 1, "executionsObserved": 0, "seconds": 0.0}
     empty = CampaignResult(findings=[], seed=1, stats=stats, files=[])

@@ -12,11 +12,11 @@ import jsonschema
 import pytest
 
 from loopspec import ToolFailure
-from loopspec._adapter import ImplFactory, ReferenceExecutor
-from loopspec._fuzz import Campaign, load_case
 from loopspec._spec import load_spec
 from loopspec.cli import main
 from loopspec.fuzz import Executor, fuzz, replay
+from loopspec.fuzz._adapter import ImplFactory, ReferenceExecutor
+from loopspec.fuzz._campaign import Campaign, load_case
 from tests.fuzz_helpers import ROOT, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
@@ -229,8 +229,8 @@ def test_cli_replay_rejects_a_malformed_case(tmp_path: Path, capsys: pytest.Capt
 
 def test_protocol_messages_follow_the_published_schema() -> None:
     """Every message of a session with the reference adapter validates against adapter-protocol.schema.json."""
-    from loopspec._fuzz import run_step
-    from loopspec._fuzz_strategies import batch_steps
+    from loopspec.fuzz._campaign import run_step
+    from loopspec.fuzz._generate import batch_steps
 
     validators = {name: schema_validator("adapter-protocol.schema.json", name) for name in (
         "message", "batchRunParams", "batchRunResult", "toolExecuteParams", "toolExecuteResult", "toolExecuteError",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from loopspec._adapter import ImplFactory
-from loopspec._fuzz import Campaign
+from loopspec.fuzz._adapter import ImplFactory
+from loopspec.fuzz._campaign import Campaign
 from tests.fuzz_helpers import ROOT
 
 JAVA_SOURCE = ROOT / "examples" / "java" / "LoopspecExecutor.java"

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._adapter import ExecuteFn, Executor, ModelFailure, ModelFn
 from .._core import CODE_TABLE, FAILURE_CATEGORIES
+from ..fuzz._adapter import ExecuteFn, Executor, ModelFailure, ModelFn
 
 Json = Any
 

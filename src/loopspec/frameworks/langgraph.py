@@ -38,7 +38,7 @@ import warnings
 from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar
 
-from .._adapter import ModelFailure, ModelFn
+from ..fuzz._adapter import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
 
 Json = Any

@@ -35,7 +35,7 @@ import os
 import warnings
 from typing import Any, ClassVar
 
-from .._adapter import ModelFailure, ModelFn
+from ..fuzz._adapter import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
 
 Json = Any

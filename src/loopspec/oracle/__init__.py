@@ -1,6 +1,6 @@
 """The conformance oracle: check recorded run ledgers, traces and transcripts against the spec, run by run.
 
-``loopspec check FILE...`` is its command line (``loopspec._cmd_check``). From Python::
+``loopspec check FILE...`` is its command line (``loopspec.cli.check``). From Python::
 
     from loopspec.oracle import check_file
     res = check_file("runs.ndjson")

@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._judge import TraceError, Verdict, Violation, judge
 from ._adapter import Executor, ImplFactory, ModelFailure, ReferenceExecutor, StartError, Target
-from ._fuzz import Campaign, CampaignResult, Finding, ReplayResult, load_case, render_finding, replay_case
-from ._judge import TraceError, Verdict, Violation, judge
+from ._campaign import Campaign, CampaignResult, Finding, ReplayResult, load_case, render_finding, replay_case
 from ._rpc import ProtocolFailure
 
 __all__ = [

@@ -11,9 +11,9 @@ import json
 import sys
 from typing import Any
 
-from ._cmd_fuzz import add_impl_options, open_factory
-from ._text import paint, use_color
-from .cli import EXIT_FOUND, EXIT_OK, UsageError
+from .._text import paint, use_color
+from ._common import EXIT_FOUND, EXIT_OK, UsageError
+from .fuzz import add_impl_options, open_factory
 
 
 def register(sub: Any) -> None:
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ._fuzz import CaseError, load_case, replay_case
+    from ..fuzz._campaign import CaseError, load_case, replay_case
 
     try:
         case = load_case(args.case)

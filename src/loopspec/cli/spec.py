@@ -6,10 +6,10 @@ import argparse
 import json
 from typing import Any
 
-from ._core import check_against_spec
-from ._spec import load_rules, load_spec
-from ._text import table
-from .cli import EXIT_FOUND, EXIT_OK
+from .._core import check_against_spec
+from .._spec import load_rules, load_spec
+from .._text import table
+from ._common import EXIT_FOUND, EXIT_OK
 
 
 def register(sub: Any) -> None:

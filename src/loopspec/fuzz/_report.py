@@ -14,11 +14,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from ._fuzz import CampaignResult, Finding
-from ._judge import judge
-from ._profiles import params_for
-from ._spec import load_rules, load_spec
-from ._text import write_atomic
+from .._judge import judge
+from .._profiles import params_for
+from .._spec import load_rules, load_spec
+from .._text import write_atomic
+from ._campaign import CampaignResult, Finding
 
 Json = Any
 

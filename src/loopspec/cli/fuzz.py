@@ -10,10 +10,10 @@ import argparse
 import sys
 from typing import Any
 
-from ._adapter import ImplFactory, StartError
-from ._rpc import ProtocolFailure
-from ._text import paint, use_color
-from .cli import EXIT_FOUND, EXIT_OK, UsageError
+from .._text import paint, use_color
+from ..fuzz._adapter import ImplFactory, StartError
+from ..fuzz._rpc import ProtocolFailure
+from ._common import EXIT_FOUND, EXIT_OK, UsageError
 
 
 def positive(text: str) -> int:
@@ -77,7 +77,7 @@ def register(sub: Any) -> None:
 
 def impl_target(impl: str) -> Any:
     """``--impl`` as a target: a framework name or ``module:attr`` (in process), else a command."""
-    from .frameworks import ResolveError, resolve
+    from ..frameworks import ResolveError, resolve
 
     try:
         target = resolve(impl)
@@ -105,7 +105,7 @@ def check_profile(name: str | None) -> str | None:
     """``--profile``: None for the strict spec; a usage error for an unknown name."""
     if name is None or name == "strict":
         return None
-    from ._spec import load_spec
+    from .._spec import load_spec
 
     spec = load_spec()
     known = [p.id for p in spec.profiles]
@@ -117,7 +117,7 @@ def check_profile(name: str | None) -> str | None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ._fuzz import Campaign  # imports Hypothesis: only when fuzzing
+    from ..fuzz._campaign import Campaign  # imports Hypothesis: only when fuzzing
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -151,7 +151,7 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         log.close()
     if args.report:
-        from ._report import write_report
+        from ..fuzz._report import write_report
 
         paths = write_report(args.report, impl=args.impl, info=factory.info or {}, mode=args.mode, profile=profile,
                              result=result, strict=strict_result, out=out)

@@ -18,8 +18,10 @@ from typing import Any, Final
 
 from hypothesis import strategies as st
 
+from .._judge import TRACE_FORMAT
+from .._judge_loop import LOOP_RESULT_FIELDS
 from ._adapter import ExecuteFn, Executor, Impl, ModelFn
-from ._fuzz_strategies import (
+from ._generate import (
     TOOL_POOL,
     _call_plans,
     _config_plans,
@@ -28,8 +30,6 @@ from ._fuzz_strategies import (
     resolve_call,
 )
 from ._harness import script_outcome
-from ._judge import TRACE_FORMAT
-from ._judge_loop import LOOP_RESULT_FIELDS
 from ._rpc import INVALID_PARAMS, MODEL_FAILED, TOOL_FAILED, ProtocolFailure, RpcError
 
 __all__ = [
@@ -191,7 +191,7 @@ _LIMITS: Final = {"maxRounds": "max_rounds", "maxExecutions": "max_executions",
 
 
 def _limits(raw: Json) -> Any:
-    from ._core import Limits
+    from .._core import Limits
 
     if raw is None:
         return None
@@ -212,7 +212,7 @@ def outcome_to_result(outcome: Any) -> dict[str, Json]:
 
 def reference_loop_run(executor: Executor, params: dict[str, Json], execute: ExecuteFn,
                        model_next: ModelFn) -> dict[str, Json]:
-    from ._engine import run_loop
+    from .._engine import run_loop
 
     tools = executor._tools(params.get("tools"), execute)  # type: ignore[attr-defined]
 
@@ -229,8 +229,8 @@ def reference_loop_run(executor: Executor, params: dict[str, Json], execute: Exe
 
 def loop_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | None]] | None:
     """The engine's transition path for a loop trace (replies and outcomes as recorded)."""
-    from ._engine import run_loop
-    from ._fuzz import outcome_tools
+    from .._engine import run_loop
+    from ._campaign import outcome_tools
 
     try:
         cfg = trace["config"]

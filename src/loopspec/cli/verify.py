@@ -15,9 +15,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ._spec import load_spec
-from ._text import paint, table, use_color, write_atomic
-from .cli import EXIT_FOUND, EXIT_OK, UsageError
+from .._spec import load_spec
+from .._text import paint, table, use_color, write_atomic
+from ._common import EXIT_FOUND, EXIT_OK, UsageError
 
 Json = Any
 
@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    from .checker.bounds import BoundsError, apply_overrides, load_bounds
+    from ..checker.bounds import BoundsError, apply_overrides, load_bounds
 
     try:
         bounds = apply_overrides(load_bounds(args.bounds), args.bound)
@@ -88,15 +88,15 @@ def handle(args: argparse.Namespace) -> int:
         return _mutants(args)
     if args.crosscheck:
         return _crosscheck(args)
-    from .checker.counterexample import counterexample_json, lift
-    from .checker.explain import explain
-    from .checker.explore import explore
-    from .checker.semantics import CORE
+    from ..checker.counterexample import counterexample_json, lift
+    from ..checker.explain import explain
+    from ..checker.explore import explore
+    from ..checker.semantics import CORE
 
     bounds, scopes = _load(args)
     sem = CORE
     if args.variant:
-        from .checker.mutants import by_name
+        from ..checker.mutants import by_name
 
         sem = by_name(args.variant).semantics
         if not sem.local and args.model == "fast":
@@ -157,7 +157,7 @@ def handle(args: argparse.Namespace) -> int:
         _write_out(Path(args.out), report, coverage, spec_ids, results, cx,
                    explain(lifted) if lifted else crash_text)
     if args.update_expected and bad is None:
-        from .checker.bounds import default_bounds_path, update_expected
+        from ..checker.bounds import default_bounds_path, update_expected
 
         path = Path(args.bounds) if args.bounds else default_bounds_path()
         write_atomic(path, update_expected(path, {ex.scope.name: _figures(ex) for ex in results}))
@@ -225,9 +225,9 @@ def _text(report: dict[str, Json], results: list[Any], unreached: list[str], dif
 
 
 def _mutants(args: argparse.Namespace) -> int:
-    from .checker.counterexample import counterexample_json
-    from .checker.explain import explain
-    from .checker.mutants import MUTANTS, SURVIVORS, check_mutant
+    from ..checker.counterexample import counterexample_json
+    from ..checker.explain import explain
+    from ..checker.mutants import MUTANTS, SURVIVORS, check_mutant
 
     bounds, _ = _load(args)
     color = use_color()
@@ -263,13 +263,13 @@ def _mutants(args: argparse.Namespace) -> int:
 
 
 def _crosscheck(args: argparse.Namespace) -> int:
-    from .checker.crosscheck import fast_vs_reference, tree_vs_dedup
-    from .checker.semantics import CORE
+    from ..checker.crosscheck import fast_vs_reference, tree_vs_dedup
+    from ..checker.semantics import CORE
 
     bounds, scopes = _load(args)
     sem = CORE
     if args.variant:
-        from .checker.mutants import by_name
+        from ..checker.mutants import by_name
 
         sem = by_name(args.variant).semantics
     problems: dict[str, list[str]] = {}

@@ -6,7 +6,8 @@ Exit codes (every subcommand):
 * 1 — the check found a problem (its report says which rule and where)
 * 2 — usage error or unreadable input (a one-line message names the file / field / line)
 
-Subcommands live in ``loopspec/_cmd_*.py`` modules, each exposing ``register(subparsers)``; the
+Each subcommand is a module of this package (``loopspec/cli/<command>.py``) exposing
+``register(subparsers)``; the
 handler it sets returns the exit code. Bad input never produces a traceback; set
 ``LOOPSPEC_DEBUG=1`` to see one for an internal error.
 """
@@ -19,21 +20,15 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ._spec import SpecError
+from .._spec import SpecError
+from ._common import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
 
-EXIT_OK = 0
-EXIT_FOUND = 1
-EXIT_USAGE = 2
+__all__ = ["COMMAND_MODULES", "EXIT_FOUND", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "_cmd_demo", "_cmd_spec", "_cmd_vectors", "_cmd_diagram", "_cmd_verify", "_cmd_fuzz", "_cmd_replay", "_cmd_check",
-    "_cmd_serve",
+    "demo", "spec", "vectors", "diagram", "verify", "fuzz", "replay", "check", "serve",
 )
-
-
-class UsageError(Exception):
-    """Raised by a subcommand for bad usage or unreadable input (exit 2)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(f"loopspec.{name}").register(sub)
+        importlib.import_module(f"loopspec.cli.{name}").register(sub)
     return parser
 
 
@@ -53,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from . import __version__
+        from .. import __version__
 
         print(f"loopspec {__version__}")
         return EXIT_OK

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ._text import compact, paint, table, use_color
-from ._vectors import load_batch_vectors, run_batch_vector
-from .cli import EXIT_FOUND, EXIT_OK
+from .._text import compact, paint, table, use_color
+from .._vectors import load_batch_vectors, run_batch_vector
+from ._common import EXIT_FOUND, EXIT_OK
 
 
 def register(sub: Any) -> None:
@@ -67,9 +67,9 @@ def batch_section(show_all: bool, color: bool) -> bool:
 
 
 def loop_section(color: bool, show_ledger: bool) -> bool:
-    from . import Limits, Turn, run_loop
-    from ._core import violated_invariants
-    from .examples.merchants import CANARY, MerchantDirectory
+    from .. import Limits, Turn, run_loop
+    from .._core import violated_invariants
+    from ..examples.merchants import CANARY, MerchantDirectory
 
     print(paint("== 2. A whole run of the loop: the example merchant directory", "1", color))
     print("The principal is tenant-a (given by the application). A scripted model asks for its own")
@@ -131,7 +131,7 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
     import contextlib
     import io
 
-    from .cli import main
+    from . import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -152,9 +152,9 @@ def tools_section(color: bool, out_dir: str) -> bool:
     import shlex
     import sys
 
-    from . import Ledger, Limits, run_loop
-    from ._spec import default_spec_path
-    from .examples.merchants import MerchantDirectory
+    from .. import Ledger, Limits, run_loop
+    from .._spec import default_spec_path
+    from ..examples.merchants import MerchantDirectory
 
     ok = True
     root = default_spec_path().parents[1]
@@ -244,9 +244,9 @@ def frameworks_section(color: bool, out: Path) -> bool:
     import json
     from importlib.metadata import version
 
-    from ._spec import load_spec
-    from ._text import write_atomic
-    from .frameworks import FRAMEWORKS, PACKAGES, installed
+    from .._spec import load_spec
+    from .._text import write_atomic
+    from ..frameworks import FRAMEWORKS, PACKAGES, installed
 
     print(paint("\n== 8. Real agent frameworks, in process, judged under their documented profiles", "1", color))
     present = [n for n in FRAMEWORKS if installed(n)]

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, Protocol, runtime_checkable
 
-from . import _core as core
+from .. import _core as core
 from ._rpc import (
     INTERNAL,
     INVALID_PARAMS,
@@ -116,7 +116,7 @@ def _params(params: Json) -> dict[str, Json]:
 
 
 def _execute_via(call: Callable[[str, Json], Json]) -> ExecuteFn:
-    from ._engine import ToolFailure
+    from .._engine import ToolFailure
 
     def execute(call_id: str, name: str, arguments: dict[str, Json], principal: str) -> Json:
         try:
@@ -148,12 +148,12 @@ class ReferenceExecutor(Executor):
     name = "loopspec-reference"
 
     def __init__(self) -> None:
-        from . import __version__
+        from .. import __version__
 
         self.version = __version__
 
     def _tools(self, raw: Json, execute: ExecuteFn) -> list[Any]:
-        from ._engine import Tool, ToolContext
+        from .._engine import Tool, ToolContext
 
         if not isinstance(raw, list):
             raise RpcError(INVALID_PARAMS, "tools must be a list")
@@ -173,7 +173,7 @@ class ReferenceExecutor(Executor):
         return tools
 
     def batch_run(self, params: dict[str, Json], execute: ExecuteFn) -> dict[str, Json]:
-        from ._engine import run_batch
+        from .._engine import run_batch
 
         tools = self._tools(params.get("tools"), execute)
         try:
@@ -185,7 +185,7 @@ class ReferenceExecutor(Executor):
         return {"results": j["results"], "executed": j["executed"], "aborted": j["aborted"]}
 
     def loop_run(self, params: dict[str, Json], execute: ExecuteFn, model_next: ModelFn) -> dict[str, Json]:
-        from ._fuzz_loop import reference_loop_run
+        from ._loop import reference_loop_run
 
         return reference_loop_run(self, params, execute, model_next)
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from hypothesis import strategies as st
 
-from ._core import FAILURE_CATEGORIES, blank
+from .._core import FAILURE_CATEGORIES, blank
 
 __all__ = [
     "ID_POOL",

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from ._text import compact, paint, table, use_color
-from ._vectors import load_batch_vectors, run_batch_vector
-from .cli import EXIT_FOUND, EXIT_OK, UsageError
+from .._text import compact, paint, table, use_color
+from .._vectors import load_batch_vectors, run_batch_vector
+from ._common import EXIT_FOUND, EXIT_OK, UsageError
 
 
 def register(sub: Any) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._adapter import ReferenceExecutor, serve_stdio
-from .cli import EXIT_OK
+from ..fuzz._adapter import ReferenceExecutor, serve_stdio
+from ._common import EXIT_OK
 
 
 def register(sub: Any) -> None:

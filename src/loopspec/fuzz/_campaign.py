@@ -36,13 +36,13 @@ from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
+from .._judge import TRACE_FORMAT, Verdict, decision_position, judge
+from .._spec import load_rules, load_spec
+from .._text import compact, write_atomic
 from ._adapter import Impl, ImplFactory
-from ._fuzz_strategies import batch_steps
+from ._generate import batch_steps
 from ._harness import run_batch_step, trace_failed
-from ._judge import TRACE_FORMAT, Verdict, decision_position, judge
 from ._rpc import ProtocolFailure
-from ._spec import load_rules, load_spec
-from ._text import compact, write_atomic
 
 __all__ = [
     "CASE_FORMAT",
@@ -164,7 +164,7 @@ def run_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
     if kind == "batch":
         return run_batch_step(impl, step)
     if kind == "loop":
-        from ._fuzz_loop import run_loop_step
+        from ._loop import run_loop_step
 
         return run_loop_step(impl, step)
     raise ValueError(f"unknown step kind {kind!r}")
@@ -253,7 +253,7 @@ class Campaign:
     def machine_class(self) -> type[RuleBasedStateMachine]:
         campaign = self
         if self.mode == "loop":
-            from ._fuzz_loop import loop_steps
+            from ._loop import loop_steps
 
             step_strategy = loop_steps(self.max_calls)
         else:
@@ -622,7 +622,7 @@ def _reductions(steps: list[dict[str, Json]]) -> list[list[dict[str, Json]]]:
             return [*steps[:i], new, *steps[i + 1:]]
 
         if step.get("kind", "batch") == "loop":
-            from ._fuzz_loop import loop_step_reductions
+            from ._loop import loop_step_reductions
 
             out += [with_step(s) for s in loop_step_reductions(step)]
             continue
@@ -748,7 +748,7 @@ def diagram_trace(finding: Finding) -> dict[str, Json] | None:
     trace = finding.traces[-1]
     v = finding.verdict.violation
     if trace.get("kind") == "loop":
-        from ._fuzz_loop import loop_reference_path
+        from ._loop import loop_reference_path
 
         steps = loop_reference_path(trace)
     else:
@@ -765,7 +765,7 @@ def diagram_trace(finding: Finding) -> dict[str, Json] | None:
 
 def outcome_tools(tools: Sequence[Mapping[str, Json]], outcomes: Sequence[Mapping[str, Json]]) -> list[Any]:
     """Engine tools that give the recorded outcomes in execution order (whatever tool runs)."""
-    from ._engine import Tool, ToolFailure
+    from .._engine import Tool, ToolFailure
 
     feed = iter(outcomes)
 
@@ -781,7 +781,7 @@ def outcome_tools(tools: Sequence[Mapping[str, Json]], outcomes: Sequence[Mappin
 
 
 def batch_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | None]] | None:
-    from ._engine import run_batch
+    from .._engine import run_batch
 
     try:
         cfg = trace["config"]
@@ -809,7 +809,7 @@ def _checked_by(rule_id: str) -> tuple[str, ...]:
 
 def _rule_title(rule_id: str) -> str:
     if rule_id.startswith("P"):
-        from ._judge import PROTOCOL_CODES
+        from .._judge import PROTOCOL_CODES
 
         return f"adapter protocol: {PROTOCOL_CODES.get(rule_id, '')}"
     try:

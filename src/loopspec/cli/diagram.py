@@ -27,10 +27,9 @@ from typing import Any, Final
 
 import graphviz
 
-from ._spec import Spec, load_rules, load_spec
-from ._text import write_atomic
-from .cli import EXIT_OK, EXIT_USAGE, UsageError
-from .render import (
+from .._spec import Spec, load_rules, load_spec
+from .._text import write_atomic
+from ..render import (
     OverlayError,
     check_flow_dot,
     check_flow_markdown,
@@ -45,6 +44,7 @@ from .render import (
     read_coverage,
     read_trace,
 )
+from ._common import EXIT_OK, EXIT_USAGE, UsageError
 
 FORMATS: Final = ("svg", "png", "dot", "mermaid", "md")
 EXTENSION: Final = {"svg": "svg", "png": "png", "dot": "dot", "mermaid": "mmd", "md": "md"}

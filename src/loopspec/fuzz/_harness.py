@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import _core as core
+from .. import _core as core
+from .._judge import TRACE_FORMAT
 from ._adapter import Impl
-from ._judge import TRACE_FORMAT
 from ._rpc import TOOL_FAILED, ProtocolFailure, RpcError
 
 __all__ = ["batch_params", "default_output", "run_batch_step", "script_outcome"]

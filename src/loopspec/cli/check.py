@@ -22,11 +22,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from ._text import paint, use_color
-from .cli import EXIT_USAGE, UsageError
-from .oracle._check import INPUT_FORMATS, FileResult, assumption_notes, check_file, iter_check_file
-from .oracle._records import LEDGER_NOT_WITNESSED, InputError, RunRecord, Summary
-from .oracle._stream import DEFAULT_MAX_LINE, Options
+from .._text import paint, use_color
+from ..oracle._check import INPUT_FORMATS, FileResult, assumption_notes, check_file, iter_check_file
+from ..oracle._records import LEDGER_NOT_WITNESSED, InputError, RunRecord, Summary
+from ..oracle._stream import DEFAULT_MAX_LINE, Options
+from ._common import EXIT_USAGE, UsageError
 
 Json = Any
 
@@ -183,11 +183,11 @@ def write_diagram(out_dir: Path, rec: RunRecord, spec_file: str | None = None) -
     """Draw ``rec``'s path on the spec machine: path.json plus the overlaid machine (dot, mmd, md, svg)."""
     import graphviz
 
-    from ._judge import default_spec
-    from ._spec import load_rules
-    from ._text import write_atomic
-    from .render import extract_machine, machine_dot, machine_mermaid, make_overlay, overlay_markdown
-    from .render.overlay import Trace
+    from .._judge import default_spec
+    from .._spec import load_rules
+    from .._text import write_atomic
+    from ..render import extract_machine, machine_dot, machine_mermaid, make_overlay, overlay_markdown
+    from ..render.overlay import Trace
 
     assert rec.trace is not None
     d = out_dir / _safe_name(rec.run)
