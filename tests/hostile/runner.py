@@ -1,0 +1,161 @@
+"""Run ``loopspec`` as a child process and measure what a hostile input did to it.
+
+``run_cli`` gives the exit code, the output, the child's peak resident set size (``os.wait4``'s
+``ru_maxrss``: the child and the descendants it waited for, measured by the kernel, so a parser's
+C allocations count) and every process the run left behind. A process is recognised as the run's
+by a unique tag in its environment, so a grandchild that left the process group (``setsid``) is
+still found. Leftovers are killed before ``run_cli`` returns; the test asserts there were none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The tag's name in the environment of every process a run starts.
+TAG = "LOOPSPEC_HOSTILE_RUN"
+
+
+@dataclass(frozen=True)
+class CliRun:
+    args: tuple[str, ...]
+    returncode: int          # -1 when the wall-clock limit was hit (the process group was killed)
+    stdout: str
+    stderr: str
+    seconds: float
+    peak_rss_mb: float
+    timed_out: bool
+    leftovers: tuple[str, ...] = field(default=())  # command lines of processes still running after exit
+
+    def describe(self) -> str:
+        return (f"loopspec {' '.join(self.args)} -> exit {self.returncode} in {self.seconds:.1f} s, "
+                f"peak {self.peak_rss_mb:.0f} MB\nstdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-2000:]}")
+
+
+def _tagged(tag: str) -> list[tuple[int, str]]:
+    """Processes whose environment carries ``TAG=tag``: (pid, command line)."""
+    found: list[tuple[int, str]] = []
+    needle = f"{TAG}={tag}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+            if needle not in env.split(b"\0"):
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":  # a zombie is not running
+            continue
+        found.append((int(entry.name), cmd))
+    return found
+
+
+def run_cli(args: Sequence[str], *, wall: float = 60.0, cwd: str | Path | None = None,
+            stdin: bytes | None = None, env: Mapping[str, str] | None = None,
+            settle: float = 0.3) -> CliRun:
+    """Run ``python -m loopspec *args`` with a wall-clock limit; measure and clean up after it."""
+    tag = uuid.uuid4().hex
+    full_env = dict(os.environ if env is None else env)
+    full_env[TAG] = tag
+    full_env.setdefault("PYTHONHASHSEED", "0")
+    full_env.pop("LOOPSPEC_DEBUG", None)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loopspec", *args], cwd=cwd, env=full_env,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=out, stderr=err, start_new_session=True,
+        )
+        if stdin is not None:
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        timed_out = False
+        status, rusage = 0, None
+        while True:
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - start > wall:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                _, status, rusage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
+        seconds = time.monotonic() - start
+        # give orphans that were told to exit a moment, then collect what is still running
+        deadline = time.monotonic() + settle
+        left = _tagged(tag)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = _tagged(tag)
+        for pid, _ in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        out.seek(0)
+        err.seek(0)
+        return CliRun(
+            args=tuple(args), returncode=-1 if timed_out else proc.returncode,
+            stdout=out.read().decode(errors="replace"), stderr=err.read().decode(errors="replace"),
+            seconds=seconds, peak_rss_mb=(rusage.ru_maxrss / 1024 if rusage else math.nan),
+            timed_out=timed_out, leftovers=tuple(cmd for _, cmd in left),
+        )
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"non-finite number {name} is not JSON")
+
+
+def strict_json(text: str) -> object:
+    """Parse ``text`` as RFC 8259 JSON: NaN and Infinity are refused (the stdlib accepts them)."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def written_files(root: str | Path) -> list[Path]:
+    return sorted(p for p in Path(root).rglob("*") if p.is_file())
+
+
+def assert_all_json_parses(paths: Iterable[Path]) -> None:
+    """Every ``.json`` file parses strictly, every ``.ndjson``/``.jsonl`` line too."""
+    for p in paths:
+        if p.suffix == ".json":
+            try:
+                strict_json(p.read_text(encoding="utf-8"))
+            except ValueError as exc:
+                raise AssertionError(f"{p} is not valid JSON: {exc}") from None
+        elif p.suffix in (".ndjson", ".jsonl"):
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+                if line.strip():
+                    try:
+                        strict_json(line)
+                    except ValueError as exc:
+                        raise AssertionError(f"{p}:{n} is not valid JSON: {exc}") from None
+
+
+def assert_sane(run: CliRun, *, exit_code: int, max_rss_mb: float = 400.0) -> None:
+    """The common assertions of every hostile case: no hang, the exact exit code (never 70), no
+    traceback, bounded memory, nothing left running."""
+    assert not run.timed_out, f"hung past the wall-clock limit:\n{run.describe()}"
+    assert run.returncode != 70, f"internal error:\n{run.describe()}"
+    assert "Traceback (most recent call last)" not in run.stderr, run.describe()
+    assert run.returncode == exit_code, f"expected exit {exit_code}:\n{run.describe()}"
+    assert run.peak_rss_mb <= max_rss_mb, f"peak RSS {run.peak_rss_mb:.0f} MB > {max_rss_mb} MB:\n{run.describe()}"
+    assert not run.leftovers, f"processes left running: {run.leftovers}\n{run.describe()}"
