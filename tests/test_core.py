@@ -179,6 +179,7 @@ def test_decide_is_the_spec_check_order_on_every_guard_combination() -> None:
         for binding in ("fresh", "replay", "conflict", "unresolved"):
             v = dict(zip(flags, bits, strict=True))
             guards = dict(v, model_error=False, final_answer=False, round_done=False,
+                          result_arrived=False, take_up_blocked=False,  # section 5: the item is taken up
                           id_conflict=binding == "conflict", id_replay=binding == "replay",
                           id_fresh=binding == "fresh", id_unresolved=binding == "unresolved")
             assert decide(binding=binding, **v) == _spec_walk(guards), (v, binding)

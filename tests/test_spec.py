@@ -86,7 +86,9 @@ def test_unreachable_state_is_rejected() -> None:
 def test_non_terminal_trap_state_is_rejected() -> None:
     # `executing` loses every exit except a self-loop: it can never reach a terminal state
     text = SPEC_TEXT.replace('source = "executing"\ndest = "returned"', 'source = "executing"\ndest = "executing"')
-    text = text.replace('"decided", "proposed", "validated", "executing", "returned"', '"decided", "proposed", "validated", "returned"')
+    text = text.replace('source = "executing"\ndest = "proposed"', 'source = "executing"\ndest = "executing"')
+    text = text.replace('"decided", "proposed", "validated", "executing", "waiting", "returned"',
+                        '"decided", "proposed", "validated", "waiting", "returned"')
     with pytest.raises(SpecError, match=r"state executing: id: non-terminal trap"):
         parse_spec(text)
 

@@ -363,9 +363,10 @@ def test_clone_copies_every_field() -> None:
     facts of INV-DECISION / INV-DEADLINE / INV-RETRY-DUE live in new fields)."""
     fields = {f.name for f in dataclasses.fields(RunState)}
     s = RunState(core.RunConfig(schemas={}))
-    for f in fields - {"config", "bindings", "requests", "answers", "executions", "per_tool"}:
+    for f in fields - {"config", "bindings", "requests", "answers", "executions", "per_tool", "held"}:
         setattr(s, f, f"value of {f}")
-    s.executions = [Execution(0, "t", "p", 1, 2, None, True, 3, True)]
+    s.held = {3: core.Answer(3, 1, "c1", "ok")}
+    s.executions = [Execution(0, "t", "p", 1, 2, None, True, 3, True, True, True)]
     t = clone(s)
     for f in fields:
         assert getattr(t, f) == getattr(s, f), f

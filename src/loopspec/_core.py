@@ -22,7 +22,9 @@ __all__ = [
     "CODE_TABLE",
     "FAILURE_CATEGORIES",
     "GUARDS",
+    "HINT_DEFAULTS",
     "INVARIANTS",
+    "OVERLAP_POLICIES",
     "Answer",
     "Binding",
     "Execution",
@@ -36,6 +38,8 @@ __all__ = [
     "canonical_json",
     "classify_binding",
     "decide",
+    "in_flight",
+    "overlaps",
     "parse_schema",
     "violated_invariants",
     "well_formed",
@@ -65,6 +69,11 @@ CODE_TABLE: Final[Mapping[str, tuple[str, str, str, str]]] = {
 FAILURE_CATEGORIES: Final = ("DEPENDENCY_TEMPORARY", "NOT_FOUND_OR_NOT_ACCESSIBLE", "INTERNAL_ERROR")
 MODES: Final = ("abort", "continue")
 LIMIT_POLICIES: Final = ("throw", "error-result")
+#: Section 5: which calls may overlap (R30), and MCP's defaults for the tool hints it reads.
+OVERLAP_POLICIES: Final = ("read-only", "idempotent", "all")
+HINT_DEFAULTS: Final[Mapping[str, bool]] = {
+    "readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True,
+}
 
 REJECT: Final = "reject"
 REPLAY: Final = "replay"
@@ -355,6 +364,27 @@ def decide(
     return EXECUTE, None
 
 
+def overlaps(read_only: bool, idempotent: bool, destructive: bool, policy: str) -> bool:
+    """R30: may a call to a tool with these MCP hints run alongside other calls under ``policy``?
+    A call that may not is a barrier.
+
+    pre: policy in ("read-only", "idempotent", "all")
+    post: implies(policy == "all", __return__)
+    post: implies(read_only, __return__)
+    post: implies(policy == "read-only", __return__ == read_only)
+    post: implies(__return__ and not read_only and policy != "all", idempotent and not destructive)
+    """
+    if policy == "all" or read_only:
+        return True
+    return policy == "idempotent" and idempotent and not destructive
+
+
+def tool_overlaps(hints: Mapping[str, bool] | None, policy: str) -> bool:
+    """:func:`overlaps` for a tool's hints as given (MCP's defaults where one is missing)."""
+    h = {**HINT_DEFAULTS, **(hints or {})}
+    return overlaps(bool(h["readOnlyHint"]), bool(h["idempotentHint"]), bool(h["destructiveHint"]), policy)
+
+
 def escalates(kind: str, mode: str, on_limit: str) -> bool:
     """Does an answer of this code kind end the run? (R13, R14, R20)
 
@@ -415,8 +445,14 @@ class RunConfig:
     tool_limits: Mapping[str, int] = field(default_factory=dict)  # per-tool overrides
     run_id: str = "run"
     batch: bool = False  # a batch: exactly one proposal, then END_OF_BATCH
+    #: Section 5: executions in flight at most (1 = the sequential machine, R29), and the registered
+    #: tools whose calls may not overlap with others (barriers, R30).
+    max_concurrency: int = 1
+    barriers: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
+        if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be a positive integer, got {self.max_concurrency!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.on_limit not in LIMIT_POLICIES:
@@ -507,6 +543,8 @@ class Execution:
     late: bool = False  # started when the clock had reached the deadline (INV-DEADLINE)
     late_retries: int = 0  # retries started when the clock had reached the deadline
     retry_skipped: bool = False  # its failure became final while a retry was still due (INV-RETRY-DUE)
+    abandoned: bool = False  # still in flight when the run ended (R26, R35): its result is discarded
+    landed_late: bool = False  # its result landed in the background after the deadline (INV-DEADLINE)
 
 
 def answer_id(call_id: object) -> str | None:
@@ -545,6 +583,11 @@ class RunState:
     discarded: int = 0  # late results recorded as discarded (R26)
     late_model_requests: int = 0  # model requests made when the clock had reached the deadline
     aborted_answer: Answer | None = None  # the escalating answer, kept for the invariants
+    # -- section 5 (all at rest when max_concurrency is 1) ------------------------------------
+    focus: int | None = None  # the request the per-request states are about when not the newest (a landed result)
+    held: dict[int, Answer] = field(default_factory=dict)  # answers known but not committed yet (R32)
+    arrival: tuple[int, Outcome] | None = None  # the result that arrived (request index, outcome): the environment's
+    early_take_ups: int = 0  # requests taken up when the run had to wait (INV-TAKE-UP-ORDER)
 
     # -- derived -------------------------------------------------------------------------
     @property
@@ -553,7 +596,8 @@ class RunState:
 
     @property
     def current(self) -> Request:
-        return self.requests[-1]
+        """The request the per-request states are about: the newest, or the one whose result landed."""
+        return self.requests[-1] if self.focus is None else self.requests[self.focus]
 
     @property
     def terminal(self) -> bool:
@@ -617,9 +661,67 @@ def _tool_budget_left(s: RunState) -> bool:
     return within(s.per_tool.get(name, 0), s.config.tool_limit(name))
 
 
+def _fx(s: RunState) -> Execution:
+    """The execution of the request in focus (the newest execution in the sequential machine)."""
+    if s.focus is None:
+        return s.executions[-1]
+    for e in reversed(s.executions):
+        if e.request == s.focus:
+            return e
+    raise AssertionError(f"request {s.focus} in focus has no execution")
+
+
+def in_flight(s: RunState) -> list[Execution]:
+    """The executions started whose result has not landed and which were not abandoned (section 5)."""
+    return [e for e in s.executions if e.outcome is None and not e.abandoned]
+
+
+def _running(s: RunState) -> list[Execution]:
+    """:func:`in_flight`; in the sequential machine only the newest execution can be running."""
+    if s.config.max_concurrency > 1:
+        return in_flight(s)
+    if s.outcome is not None:  # the newest execution (if any) has its outcome
+        return []
+    last = s.executions[-1] if s.executions else None
+    return [last] if last is not None and last.outcome is None and not last.abandoned else []
+
+
+def _escalating(s: RunState, a: Answer) -> bool:
+    return a.code is not None and escalates(code_kind(a.code), s.config.mode, s.config.on_limit)
+
+
+def take_up_blocked(s: RunState) -> bool:
+    """R30, R31, R33, R34: executions are in flight and the item at the cursor cannot be taken up now."""
+    if s.config.max_concurrency <= 1:
+        return False
+    flying = in_flight(s)
+    if not flying:
+        return False
+    resp = s.response
+    if resp is None or s.cursor >= len(resp):
+        return True  # the proposal is all taken up: wait for the rest
+    if len(flying) >= s.config.max_concurrency:
+        return True
+    barriers = s.config.barriers
+    if any(e.tool in barriers for e in flying):
+        return True
+    call = resp[s.cursor]
+    if isinstance(call, dict):
+        name, cid = call.get("name"), call.get("id")
+        if isinstance(name, str) and name in barriers:
+            return True
+        if isinstance(cid, str) and any(s.requests[e.request].call_id == cid for e in flying):
+            return True
+    return any(_escalating(s, a) for a in s.held.values())
+
+
+def _runs_on(s: RunState) -> bool:
+    return s.config.max_concurrency > 1 and _fx(s).outcome is None
+
+
 def _retry_allowed(s: RunState) -> bool:
     o = s.outcome
-    ex = s.executions[-1]
+    ex = _fx(s)
     return (
         o is not None
         and not o.ok
@@ -656,6 +758,9 @@ GUARDS: Final[Mapping[str, Callable[[RunState], bool]]] = {
     "authorized": lambda s: s.current.authorized is not False,
     "budget_left": lambda s: within(s.executed, s.config.limits.max_executions),
     "tool_budget_left": _tool_budget_left,
+    "result_arrived": lambda s: s.arrival is not None,
+    "take_up_blocked": take_up_blocked,
+    "runs_on": _runs_on,
     "outcome_ok": lambda s: s.outcome is not None and s.outcome.ok,
     "retry_allowed": _retry_allowed,
     "escalates_violation": _escalates("violation"),
@@ -691,6 +796,8 @@ def receive_response(s: RunState, response: Json) -> None:
 
 def admit_cursor_call(s: RunState) -> Request:
     """Turn the call at the cursor into the next request (its index is its arrival order)."""
+    if take_up_blocked(s):  # the spec's condition itself, not the guard table's entry (a variant may replace that)
+        s.early_take_ups += 1
     call = _cursor_call(s)
     if isinstance(call, dict):
         req = Request(len(s.requests), s.round, call.get("id"), call.get("name"), call.get("arguments"))
@@ -705,10 +812,27 @@ def set_authorization(s: RunState, allowed: bool) -> None:
     s.requests[-1] = Request(r.index, r.round, r.call_id, r.name, r.arguments, allowed)
 
 
+def _give(s: RunState, a: Answer) -> None:
+    """Commit ``a`` when every earlier request's answer is committed, else hold it; then commit the
+    held answers that follow, in request order, up to one that ends the run (R11, R32, R34)."""
+    if s.config.max_concurrency > 1 and a.index != len(s.answers):
+        s.held[a.index] = a
+        return
+    s.answers.append(a)
+    if not s.held:
+        return
+    last = a
+    while not _escalating(s, last) and len(s.answers) in s.held:
+        last = s.held.pop(len(s.answers))
+        s.answers.append(last)
+    if last is not a and _escalating(s, last):
+        s.focus = last.index  # the answer that ends the run is the one the advance group decides on
+
+
 def answer_error(s: RunState, code: str) -> Answer:
     r = s.current
     a = Answer(r.index, r.round, answer_id(r.call_id), "error", code=code, late=_deadline_passed(s))
-    s.answers.append(a)
+    _give(s, a)
     s.rejections += 1
     return a
 
@@ -719,7 +843,7 @@ def answer_replay(s: RunState) -> Answer:
     b = s.bindings[r.call_id]
     assert b.success is not None
     a = Answer(r.index, r.round, r.call_id, "ok", output=b.success[0], replayed=True)
-    s.answers.append(a)
+    _give(s, a)
     s.replays += 1
     return a
 
@@ -741,17 +865,40 @@ def begin_execution(s: RunState) -> Execution:
 
 
 def begin_retry(s: RunState) -> None:
-    s.executions[-1].attempts += 1
-    s.executions[-1].outcome = None  # the new attempt has no outcome yet
+    ex = _fx(s)
+    ex.attempts += 1
+    ex.outcome = None  # the new attempt has no outcome yet
     if _deadline_passed(s):
-        s.executions[-1].late_retries += 1
+        ex.late_retries += 1
     s.retries += 1
     s.outcome = None
 
 
 def record_outcome(s: RunState, outcome: Outcome) -> None:
     s.outcome = outcome
-    s.executions[-1].outcome = outcome
+    _fx(s).outcome = outcome
+
+
+def land(s: RunState) -> None:
+    """T33: the result that arrived lands — its request comes into focus, its outcome is recorded."""
+    assert s.arrival is not None
+    index, outcome = s.arrival
+    s.arrival = None
+    s.focus = index
+    ex = _fx(s)
+    assert ex.outcome is None and not ex.abandoned, "only an execution in flight lands"
+    if _deadline_passed(s):
+        ex.landed_late = True
+    s.outcome = outcome
+    ex.outcome = outcome
+
+
+def run_on(s: RunState) -> None:
+    """T31: the execution in focus stays in flight; move past the item when it was taken up at the
+    cursor (a retry of a landed result moves nothing)."""
+    if s.focus is None:
+        s.cursor += 1
+    s.focus = None
 
 
 def store_success(s: RunState) -> Answer:
@@ -761,7 +908,7 @@ def store_success(s: RunState) -> Answer:
     b.success = (s.outcome.output,)
     b.success_at = r.index
     a = Answer(r.index, r.round, r.call_id, "ok", output=s.outcome.output, executed=True)
-    s.answers.append(a)
+    _give(s, a)
     return a
 
 
@@ -776,7 +923,7 @@ def retry_due(s: RunState) -> bool:
         and not o.ok
         and o.category == "DEPENDENCY_TEMPORARY"
         and bool(s.executions)
-        and s.executions[-1].attempts - 1 < s.config.limits.max_retries
+        and _fx(s).attempts - 1 < s.config.limits.max_retries
         and not _deadline_passed(s)
     )
 
@@ -785,13 +932,17 @@ def answer_failure(s: RunState) -> Answer:
     r = s.current
     assert s.outcome is not None and not s.outcome.ok and s.outcome.category is not None
     if retry_due(s):
-        s.executions[-1].retry_skipped = True
+        _fx(s).retry_skipped = True
     a = Answer(r.index, r.round, answer_id(r.call_id), "error", code=s.outcome.category, executed=True)
-    s.answers.append(a)
+    _give(s, a)
     return a
 
 
 def next_item(s: RunState) -> None:
+    """Move past the item at the cursor; after a landed result (section 5) the cursor stays."""
+    if s.focus is not None:
+        s.focus = None
+        return
     s.cursor += 1
 
 
@@ -803,6 +954,8 @@ def admit_pending(s: RunState) -> None:
         return
     if s.requests and s.requests[-1].round == s.round and s.admitted_cursor == s.cursor:
         return
+    if s.config.max_concurrency > 1 and (GUARDS["result_arrived"](s) or GUARDS["take_up_blocked"](s)):
+        return  # the run lands a result or waits first (T29, T30): the item is not taken up yet
     admit_cursor_call(s)
     s.admitted_cursor = s.cursor
 
@@ -824,6 +977,8 @@ def terminate(s: RunState, stop_reason: str, status: str, *, escalated: bool = F
         assert last.code is not None
         s.aborted = (last.index, last.code)
         s.aborted_answer = last
+    for e in _running(s):  # every execution still running is abandoned, not only the newest (R26, R35)
+        e.abandoned = True
     s.status = status
     s.stop_reason = stop_reason
 
@@ -908,8 +1063,20 @@ def inv_one_answer_in_order(s: RunState) -> bool:
     for i, a in enumerate(s.answers):
         if a.index != i or a.call_id != answer_id(s.requests[i].call_id):
             return False
-    # at most the request being processed (or the aborted one) lacks an answer
-    return len(s.requests) - len(s.answers) <= 1
+    if s.config.max_concurrency <= 1:
+        # at most the request being processed (or the aborted one) lacks an answer
+        return len(s.requests) - len(s.answers) <= 1
+    if s.status is not None:
+        return True  # what is not committed by the end is discarded (R34, R35)
+    # section 5: a request lacks its committed answer only while it is being decided (the newest, or
+    # the one whose result landed), while it is in flight, or while its answer waits behind one of
+    # those; the first uncommitted answer never waits (answers are committed as soon as they can be)
+    flying = {e.request for e in s.executions if e.outcome is None and not e.abandoned}
+    deciding = {len(s.requests) - 1} | ({s.focus} if s.focus is not None else set())
+    first = len(s.answers)
+    if first in s.held:
+        return False
+    return all(i in flying or i in deciding or i in s.held for i in range(first, len(s.requests)))
 
 
 def inv_exec_accounting(s: RunState) -> bool:
@@ -1025,10 +1192,12 @@ def inv_abort_prefix(s: RunState) -> bool:
     if s.aborted is None:
         return True
     index, code = s.aborted
+    # later requests exist only when they were taken up while the aborting one was still running
+    # (section 5: taken up before the answer that ends the run was known, INV-TAKE-UP-ORDER)
     return (
         s.status is not None
         and index == len(s.answers)
-        and index == len(s.requests) - 1
+        and (index == len(s.requests) - 1 or (s.config.max_concurrency > 1 and index < len(s.requests)))
         and escalates(code_kind(code), s.config.mode, s.config.on_limit)
     )
 
@@ -1066,6 +1235,8 @@ def inv_decision(s: RunState) -> bool:
     """Recompute R1's decision for every decided request from the facts at its time."""
     cfg, lim = s.config, s.config.limits
     answers = _answers_by_index(s)
+    if s.held:
+        answers.update(s.held)  # section 5: decided at take-up or landing, not committed yet
     if s.aborted_answer is not None:
         answers[s.aborted_answer.index] = s.aborted_answer
     executions = {e.request: e for e in s.executions}
@@ -1120,18 +1291,18 @@ def inv_escalation(s: RunState) -> bool:
             continue
         # allowed only for the request being decided, before the run moves past it, or when a
         # cancellation won the race with the escalation right there (R21, R26: the abort then
-        # changes nothing, so the answer stays)
-        just_answered = (
-            (s.status is None or s.stop_reason == "CANCELLED") and a.index == len(s.requests) - 1
-            and a is s.answers[-1] and s.admitted_cursor == s.cursor
-        )
+        # changes nothing, so the answer stays). Section 5: the request in focus is the one whose
+        # result landed, or whose held answer was committed last
+        here = (a.index == s.focus) if s.focus is not None else (
+            a.index == len(s.requests) - 1 and s.admitted_cursor == s.cursor)
+        just_answered = (s.status is None or s.stop_reason == "CANCELLED") and a is s.answers[-1] and here
         if not just_answered:
             return False
     return True
 
 
 def inv_deadline(s: RunState) -> bool:
-    return s.late_model_requests == 0 and not any(e.late or e.late_retries for e in s.executions)
+    return s.late_model_requests == 0 and not any(e.late or e.late_retries or e.landed_late for e in s.executions)
 
 
 def inv_retry_due(s: RunState) -> bool:
@@ -1144,6 +1315,26 @@ def inv_trusted_principal(s: RunState) -> bool:
 
 def inv_no_call_after_final(s: RunState) -> bool:
     return s.final_at is None or len(s.requests) == s.final_at
+
+
+def inv_concurrency_bound(s: RunState) -> bool:
+    flying = [e for e in s.executions if e.outcome is None and not e.abandoned]
+    if len(flying) <= 1:
+        return True
+    if len(flying) > s.config.max_concurrency or any(e.tool in s.config.barriers for e in flying):
+        return False
+    ids = [s.requests[e.request].call_id for e in flying]
+    return len(ids) == len(set(ids))
+
+
+def inv_take_up_order(s: RunState) -> bool:
+    return s.early_take_ups == 0
+
+
+def inv_abandon(s: RunState) -> bool:
+    if s.status is None:
+        return not any(e.abandoned for e in s.executions)
+    return not any(e.outcome is None and not e.abandoned for e in s.executions)
 
 
 INVARIANTS: Final[Mapping[str, Callable[[RunState], bool]]] = {
@@ -1168,6 +1359,9 @@ INVARIANTS: Final[Mapping[str, Callable[[RunState], bool]]] = {
     "INV-DEADLINE": inv_deadline,
     "INV-RETRY-DUE": inv_retry_due,
     "INV-NO-CALL-AFTER-FINAL": inv_no_call_after_final,
+    "INV-CONCURRENCY-BOUND": inv_concurrency_bound,
+    "INV-TAKE-UP-ORDER": inv_take_up_order,
+    "INV-ABANDON": inv_abandon,
 }
 
 
@@ -1197,6 +1391,12 @@ def check_against_spec(spec: Any) -> list[str]:
     for i in sorted(inv_ids ^ set(INVARIANTS)):
         where = "spec" if i in inv_ids else "core"
         problems.append(f"invariant {i}: declared only in the {where}")
+    conc = getattr(spec, "concurrency", None)
+    if conc is not None:
+        if tuple(conc.overlap) != OVERLAP_POLICIES:
+            problems.append(f"overlap policies: spec says {list(conc.overlap)}, core says {list(OVERLAP_POLICIES)}")
+        if dict(conc.hints) != dict(HINT_DEFAULTS):
+            problems.append(f"hint defaults: spec says {dict(conc.hints)}, core says {dict(HINT_DEFAULTS)}")
     failure_codes = {c.id for c in spec.codes if c.kind == "failure"} - {"NOT_FOUND_OR_NOT_ACCESSIBLE"}
     if not failure_codes <= set(FAILURE_CATEGORIES):
         problems.append(f"failure categories differ: {sorted(failure_codes)} vs {FAILURE_CATEGORIES}")

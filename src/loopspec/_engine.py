@@ -9,6 +9,9 @@ missing).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import threading
 import time
 import uuid
@@ -25,14 +28,19 @@ from ._ledger import LEDGER_VERSION, Ledger, digest
 from ._spec import Spec, Transition, load_spec
 
 __all__ = [
+    "Background",
     "BatchOutcome",
     "CancelToken",
     "EngineError",
     "RunOutcome",
+    "ScriptedBackground",
+    "ThreadBackground",
     "Tool",
     "ToolContext",
     "ToolFailure",
     "Turn",
+    "arun_batch",
+    "arun_loop",
     "run_batch",
     "run_loop",
     "tool",
@@ -60,13 +68,20 @@ class ToolFailure(Exception):
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a tool learns about the call besides its arguments. ``principal`` is the run's
-    trusted identity, given by the application (R16), never read from the arguments."""
+    trusted identity, given by the application (R16), never read from the arguments.
+
+    ``deadline`` is the time left before the run's deadline when the attempt started (seconds on
+    the run's clock; ``None`` without a deadline) and ``cancelled`` is set when the execution is
+    abandoned — the run was cancelled, its deadline passed while it waited, or it ended at an
+    abort point before this call (R35): a tool that honours them stops early."""
 
     principal: str
     call_id: str
     run_id: str
     request_index: int
     attempt: int
+    deadline: float | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,9 @@ class Tool:
     fields: tuple[str, ...] | None = None
     max_executions: int | None = None
     description: str = ""
+    #: MCP tool annotations (readOnlyHint, idempotentHint, destructiveHint, openWorldHint): which
+    #: calls may overlap when the run executes concurrently (R30). MCP's defaults where missing.
+    annotations: Mapping[str, bool] = field(default_factory=dict)
 
     @staticmethod
     def define(
@@ -90,12 +108,25 @@ class Tool:
         fields: Sequence[str] | None = None,
         max_executions: int | None = None,
         description: str = "",
+        annotations: Mapping[str, bool] | None = None,
     ) -> Tool:
-        """Register ``fn`` as tool ``name``; raises ToolDefinitionError for a schema outside R4."""
+        """Register ``fn`` as tool ``name``; raises ToolDefinitionError for a schema outside R4 or
+        annotations outside MCP's four boolean hints. ``fn`` may be a coroutine function (an
+        async tool): run it with ``arun_loop`` / ``arun_batch``."""
         if not isinstance(name, str) or not name:
             raise core.ToolDefinitionError(str(name), "", "a tool needs a non-empty string name")
         schema = core.parse_schema(dict(input_schema) if input_schema is not None else None, tool=name)
-        return Tool(name, fn, schema, tuple(fields) if fields is not None else None, max_executions, description)
+        ann = dict(annotations or {})
+        for k, v in ann.items():
+            if k not in core.HINT_DEFAULTS:
+                raise core.ToolDefinitionError(name, f".annotations.{k}", f"not an MCP hint ({', '.join(core.HINT_DEFAULTS)})")
+            if not isinstance(v, bool):
+                raise core.ToolDefinitionError(name, f".annotations.{k}", "must be true or false")
+        return Tool(name, fn, schema, tuple(fields) if fields is not None else None, max_executions, description, ann)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
 
     def project(self, output: Json) -> Json:
         """Apply the field allow-list (R25): only declared fields of an object output survive."""
@@ -114,12 +145,13 @@ def tool(
     schema: Mapping[str, Json] | None = None,
     fields: Sequence[str] | None = None,
     max_executions: int | None = None,
+    annotations: Mapping[str, bool] | None = None,
 ) -> Callable[[Callable[[dict[str, Json], ToolContext], Json]], Tool]:
     """Decorator form of :meth:`Tool.define`."""
 
     def wrap(fn: Callable[[dict[str, Json], ToolContext], Json]) -> Tool:
         return Tool.define(name or fn.__name__, fn, schema, fields=fields, max_executions=max_executions,
-                           description=(fn.__doc__ or "").strip())
+                           description=(fn.__doc__ or "").strip(), annotations=annotations)
 
     return wrap
 
@@ -196,6 +228,7 @@ BatchOutcome = RunOutcome
 _EFFECTS = {
     "ask_model", "next_item", "end_round", "answer_error", "answer_replay", "bind_id",
     "keep_binding", "start_execution", "retry_execution", "store_success", "answer_failure", "terminate",
+    "wait", "land", "run_on",
 }
 
 _checked: set[int] = set()
@@ -221,6 +254,127 @@ def _check_spec(spec: Spec) -> dict[str, str]:
     return drive
 
 
+# --------------------------------------------------------------------------------------------
+# Where background executions run (section 5 of SPEC.md)
+# --------------------------------------------------------------------------------------------
+
+#: A result that arrived: (request index, outcome, duration in milliseconds).
+Arrival = tuple[int, Outcome, float]
+
+#: Chooses which execution completes next: given the request indices of the executions whose
+#: result may be released now (in start order) and whether one must be (the run is waiting), it
+#: returns one of them, or ``None`` when none has arrived yet (only when ``must`` is false).
+Schedule = Callable[[tuple[int, ...], bool], "int | None"]
+
+
+class Background:
+    """Executions in flight: the run submits them and takes their results as they arrive."""
+
+    def submit(self, request: int, work: Callable[[], Outcome], cancelled: threading.Event) -> None:
+        raise NotImplementedError
+
+    def poll(self) -> Arrival | None:
+        """A result that has arrived, if any (never blocks)."""
+        raise NotImplementedError
+
+    def wait(self, timeout: float) -> Arrival | None:
+        """The next result, waiting at most ``timeout`` seconds for one."""
+        raise NotImplementedError
+
+    def abandon(self, request: int, late: Callable[[Outcome], None]) -> None:
+        """The run no longer wants this execution's result: ``late`` receives it if it comes."""
+        raise NotImplementedError
+
+
+def _timed(work: Callable[[], Outcome]) -> tuple[Outcome, float]:
+    t0 = time.perf_counter()
+    o = work()
+    return o, round((time.perf_counter() - t0) * 1000, 3)
+
+
+class ThreadBackground(Background):
+    """Each execution in its own daemon thread; results arrive in the order they complete."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._ready: list[Arrival] = []
+        self._gone: dict[int, Callable[[Outcome], None]] = {}
+
+    def submit(self, request: int, work: Callable[[], Outcome], cancelled: threading.Event) -> None:
+        def run() -> None:
+            o, ms = _timed(work)
+            with self._cond:
+                late = self._gone.pop(request, None)
+                if late is None:
+                    self._ready.append((request, o, ms))
+                    self._cond.notify_all()
+            if late is not None:
+                late(o)
+
+        threading.Thread(target=run, name=f"loopspec-tool-{request}", daemon=True).start()
+
+    def poll(self) -> Arrival | None:
+        with self._cond:
+            return self._ready.pop(0) if self._ready else None
+
+    def wait(self, timeout: float) -> Arrival | None:
+        with self._cond:
+            if not self._ready:
+                self._cond.wait(timeout)
+            return self._ready.pop(0) if self._ready else None
+
+    def abandon(self, request: int, late: Callable[[Outcome], None]) -> None:
+        with self._cond:
+            mine = [a for a in self._ready if a[0] == request]
+            self._ready = [a for a in self._ready if a[0] != request]
+            if not mine:
+                self._gone[request] = late
+        for a in mine:
+            late(a[1])
+
+
+class ScriptedBackground(Background):
+    """Deterministic: each execution runs at once, in the run's thread, and its result is released
+    when ``schedule`` chooses it — tests, counterexample replays and harnesses pick the completion
+    order themselves instead of hoping for it."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self._held: dict[int, tuple[Outcome, float]] = {}
+
+    def submit(self, request: int, work: Callable[[], Outcome], cancelled: threading.Event) -> None:
+        self._held[request] = _timed(work)
+
+    def _take(self, must: bool) -> Arrival | None:
+        if not self._held:
+            return None
+        pick = self.schedule(tuple(self._held), must)
+        if pick is None:
+            if must:
+                raise EngineError("the schedule chose no result while the run waits for one")
+            return None
+        if pick not in self._held:
+            raise EngineError(f"the schedule chose request {pick!r}, which is not in flight")
+        o, ms = self._held.pop(pick)
+        return pick, o, ms
+
+    def poll(self) -> Arrival | None:
+        return self._take(False)
+
+    def wait(self, timeout: float) -> Arrival | None:
+        return self._take(True)
+
+    def abandon(self, request: int, late: Callable[[Outcome], None]) -> None:
+        held = self._held.pop(request, None)
+        if held is not None:
+            late(held[0])
+
+
+# --------------------------------------------------------------------------------------------
+# One run
+# --------------------------------------------------------------------------------------------
+
+
 class _Run:
     """One run: the transitions model. Guards read ``self.s``; effects update it and do the I/O."""
 
@@ -237,6 +391,8 @@ class _Run:
         cancel: CancelToken | None,
         record_arguments: bool,
         observer: Callable[[RunState, Transition], None] | None,
+        background: Background | None = None,
+        overlap: str | None = None,
     ) -> None:
         self.spec = spec
         self.s = RunState(config)
@@ -249,7 +405,12 @@ class _Run:
         self.cancel_token = cancel
         self.record_arguments = record_arguments
         self.observer = observer
+        self.overlap = overlap
+        self.concurrent = config.max_concurrency > 1
+        self.bg: Background | None = (background or ThreadBackground()) if self.concurrent else None
+        self.ctx_events: dict[int, threading.Event] = {}
         self.seq = 0
+        self._seq_lock = threading.Lock()
         self.path: list[str] = []
         self.round_answers_start = 0
         self.last_round_results: tuple[dict[str, Json], ...] = ()
@@ -275,19 +436,20 @@ class _Run:
 
     # -- ledger --------------------------------------------------------------------------
     def emit(self, type_: str, via: str | None = None, **fields: Json) -> None:
-        self.seq += 1
-        ev: dict[str, Json] = {
-            "v": LEDGER_VERSION,
-            "run": self.s.config.run_id,
-            "seq": self.seq,
-            "t": round(self.s.now, 6),
-            "type": type_,
-        }
-        if via is not None:
-            ev["via"] = via
-            ev["step"] = len(self.path)  # the ordinal of the transition that produced the event
-        ev.update(fields)
-        self.ledger.emit(ev)
+        with self._seq_lock:
+            self.seq += 1
+            ev: dict[str, Json] = {
+                "v": LEDGER_VERSION,
+                "run": self.s.config.run_id,
+                "seq": self.seq,
+                "t": round(self.s.now, 6),
+                "type": type_,
+            }
+            if via is not None:
+                ev["via"] = via
+                ev["step"] = len(self.path)  # the ordinal of the transition that produced the event
+            ev.update(fields)
+            self.ledger.emit(ev)
 
     def _call_fields(self, r: core.Request) -> dict[str, Json]:
         out: dict[str, Json] = {
@@ -342,6 +504,7 @@ class _Run:
         self.path.append(t.id)
         s = self.s
         name = t.effect
+        committed = len(s.answers)
         if name == "ask_model":
             self._ask_model(t)
         elif name == "next_item":
@@ -355,15 +518,13 @@ class _Run:
             self.emit("round_decided", t.id, round=s.round, answers=len(self.last_round_results))
         elif name == "answer_error":
             assert t.code is not None
-            a = core.answer_error(s, t.code)
+            core.answer_error(s, t.code)
             self.emit("call_rejected", t.id, **self._call_fields(s.current), code=t.code)
-            self._returned(a, t)
         elif name == "answer_replay":
-            a = core.answer_replay(s)
+            core.answer_replay(s)
             r = s.current
             assert isinstance(r.call_id, str)
             self.emit("call_replayed", t.id, **self._call_fields(r), of=s.bindings[r.call_id].success_at)
-            self._returned(a, t)
         elif name == "bind_id":
             core.bind_id(s)
             self.emit("call_validated", t.id, **self._call_fields(s.current), binding="fresh")
@@ -374,17 +535,26 @@ class _Run:
             self._execute(t, ex)
         elif name == "retry_execution":
             core.begin_retry(s)
-            self._execute(t, s.executions[-1])
+            self._execute(t, core._fx(s))
         elif name == "store_success":
-            a = core.store_success(s)
-            self._returned(a, t)
+            core.store_success(s)
         elif name == "answer_failure":
-            a = core.answer_failure(s)
-            self._returned(a, t)
+            core.answer_failure(s)
         elif name == "terminate":
             self._terminate(t)
+        elif name == "wait":
+            self.emit("run_waiting", t.id, inFlight=[e.request for e in core.in_flight(s)],
+                      arrived=None if s.arrival is None else s.arrival[0])
+        elif name == "land":
+            self._land(t)
+        elif name == "run_on":
+            ex = core._fx(s)
+            core.run_on(s)
+            self.emit("execution_running", t.id, index=ex.request, ordinal=ex.ordinal, attempt=ex.attempts)
         else:  # pragma: no cover - _check_spec rules this out
             raise EngineError(f"no implementation for effect {name!r}")
+        for a in s.answers[committed:]:  # answers are committed in request order (R11, R32)
+            self._returned(a, t)
         if self.observer is not None:
             self.observer(s, t)
 
@@ -394,14 +564,20 @@ class _Run:
             replayed=a.replayed, outputDigest=digest(a.output) if a.status == "ok" else None,
         )
 
+    def _turn(self) -> Turn:
+        return Turn(self.s.round + 1, self.last_round_results, self.s.config.run_id)
+
     def _ask_model(self, t: Transition) -> None:
-        s = self.s
-        turn = Turn(s.round + 1, self.last_round_results, s.config.run_id)
-        self.emit("model_requested", t.id, round=s.round + 1)
+        turn = self._turn()
+        self.emit("model_requested", t.id, round=turn.round)
         try:
             response = self.model_fn(turn)
         except Exception:
             response = _MODEL_RAISED
+        self._received(t, response)
+
+    def _received(self, t: Transition, response: Json) -> None:
+        s = self.s
         core.receive_response(s, response)
         if s.final is not None:
             self.emit("model_final", t.id, round=s.round, length=len(s.final))
@@ -412,25 +588,59 @@ class _Run:
             self.emit("model_proposed", t.id, round=s.round, calls=len(s.response),
                       proposal=[self._proposal_item(c) for c in s.response])
 
+    def _context(self, r: core.Request, ex: core.Execution) -> ToolContext:
+        assert isinstance(r.call_id, str)
+        s = self.s
+        d = s.config.limits.deadline
+        event = self.ctx_events.setdefault(r.index, threading.Event())
+        return ToolContext(s.config.principal, r.call_id, s.config.run_id, r.index, ex.attempts,
+                           None if d is None else max(0.0, d - s.now), event)
+
     def _execute(self, t: Transition, ex: core.Execution) -> None:
         s = self.s
-        r = s.current
+        r = s.requests[ex.request]
         assert isinstance(r.call_id, str) and isinstance(r.name, str) and isinstance(r.arguments, dict)
         tl = self.tools[r.name]
-        ctx = ToolContext(s.config.principal, r.call_id, s.config.run_id, r.index, ex.attempts)
+        ctx = self._context(r, ex)
         self.emit("execution_started", t.id, **self._call_fields(r), ordinal=ex.ordinal, attempt=ex.attempts,
                   principal=ctx.principal)
+        if self.concurrent:
+            assert self.bg is not None
+            args = dict(r.arguments)
+            self.bg.submit(r.index, partial(_run_tool, tl, args, ctx), ctx.cancelled)
+            return  # it runs on in the background (T31); its result lands later (T33)
         started = time.perf_counter()
         outcome = self._invoke(tl, dict(r.arguments), ctx, ex)
         if outcome is None:  # cancelled while the tool ran: the run ends; the result will be discarded
             return
         core.record_outcome(s, outcome)
+        self._finished(t, ex, outcome, round((time.perf_counter() - started) * 1000, 3))
+
+    def _finished(self, t: Transition, ex: core.Execution, outcome: Outcome, ms: float) -> None:
+        r = self.s.requests[ex.request]
         self.emit(
             "execution_finished", t.id, index=r.index, callId=r.call_id, tool=r.name, ordinal=ex.ordinal,
-            attempt=ex.attempts, outcome="ok" if outcome.ok else outcome.category,
-            durationMs=round((time.perf_counter() - started) * 1000, 3),
+            attempt=ex.attempts, outcome="ok" if outcome.ok else outcome.category, durationMs=ms,
             outputDigest=digest(outcome.output) if outcome.ok else None,
         )
+
+    def _land(self, t: Transition) -> None:
+        s = self.s
+        assert s.arrival is not None
+        ms = self._arrival_ms
+        core.land(s)
+        ex = core._fx(s)
+        assert ex.outcome is not None
+        self._finished(t, ex, ex.outcome, ms)
+
+    _arrival_ms: float = 0.0
+
+    def _take(self, arrival: Arrival | None) -> None:
+        """An arrival from the background becomes the environment's fact ``s.arrival``."""
+        if arrival is not None:
+            req, outcome, ms = arrival
+            self.s.arrival = (req, outcome)
+            self._arrival_ms = ms
 
     def _invoke(self, tl: Tool, arguments: dict[str, Json], ctx: ToolContext, ex: core.Execution) -> Outcome | None:
         if self.cancel_token is None:
@@ -476,12 +686,33 @@ class _Run:
             assert t.stop_reason is not None
             reason = t.stop_reason
         status = self.spec.stop_reason(reason).status
+        running = core.in_flight(s) if self.concurrent else []
         core.terminate(s, reason, status, escalated=t.escalates is not None)
+        for ex in running:  # every execution still in flight is abandoned (R34, R35)
+            if not ex.abandoned:
+                continue
+            self.emit("execution_abandoned", t.id, index=ex.request, ordinal=ex.ordinal, tool=ex.tool,
+                      attempt=ex.attempts)
+            self._abandon(ex)
         self.emit(
             "run_terminal", t.id, status=s.status, stopReason=s.stop_reason, coverage=s.coverage,
             aborted=None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]},
             counters=self.counters(),
         )
+
+    def _abandon(self, ex: core.Execution) -> None:
+        ev = self.ctx_events.get(ex.request)
+        if ev is not None:
+            ev.set()
+        if self.bg is not None:
+            self.bg.abandon(ex.request, partial(self._late, ex))
+        if self.s.arrival is not None and self.s.arrival[0] == ex.request:  # arrived, never landed
+            outcome = self.s.arrival[1]
+            self.s.arrival = None
+            self._late(ex, outcome)
+
+    def _late(self, ex: core.Execution, outcome: Outcome) -> None:
+        self._discard(ex, outcome, "execution abandoned")
 
     def _cancel_now(self) -> None:
         if self.s.terminal:
@@ -490,8 +721,8 @@ class _Run:
         # A result already in hand but not yet answered is discarded with the run (R26): it must
         # neither become an answer nor vanish from the ledger.
         pending = (
-            s.executions[-1]
-            if self.state == "executing" and s.executions and s.executions[-1].outcome is not None  # type: ignore[attr-defined]
+            core._fx(s)
+            if self.state == "executing" and s.executions and core._fx(s).outcome is not None  # type: ignore[attr-defined]
             else None
         )
         self.trigger("cancel")  # type: ignore[attr-defined]
@@ -513,41 +744,31 @@ class _Run:
         }
 
     # -- driving -------------------------------------------------------------------------
-    def run(self) -> RunOutcome:
+    def _started(self) -> None:
+        cfg = self.s.config
+        config: dict[str, Json] = {
+            "mode": cfg.mode, "onLimit": cfg.on_limit, "principal": cfg.principal, "batch": cfg.batch,
+            "limits": {
+                "maxRounds": cfg.limits.max_rounds, "maxExecutions": cfg.limits.max_executions,
+                "maxToolExecutions": cfg.limits.max_tool_executions, "maxRequests": cfg.limits.max_requests,
+                "maxRetries": cfg.limits.max_retries, "deadline": cfg.limits.deadline,
+            },
+            "tools": [
+                {"name": n, "inputSchema": t.schema.to_json(), "maxExecutions": cfg.tool_limits.get(n),
+                 **({"annotations": dict(t.annotations)} if self.concurrent and t.annotations else {})}
+                for n, t in self.tools.items()
+            ],
+            "specVersion": self.spec.version,
+            "recordArguments": self.record_arguments,
+        }
+        if self.concurrent:
+            config["concurrency"] = {"maxConcurrency": cfg.max_concurrency, "overlap": self.overlap,
+                                     "barriers": sorted(cfg.barriers)}
+        self.emit("run_started", None, config=config)
+
+    def _outcome(self) -> RunOutcome:
         s = self.s
         cfg = s.config
-        self.emit(
-            "run_started", None,
-            config={
-                "mode": cfg.mode, "onLimit": cfg.on_limit, "principal": cfg.principal, "batch": cfg.batch,
-                "limits": {
-                    "maxRounds": cfg.limits.max_rounds, "maxExecutions": cfg.limits.max_executions,
-                    "maxToolExecutions": cfg.limits.max_tool_executions, "maxRequests": cfg.limits.max_requests,
-                    "maxRetries": cfg.limits.max_retries, "deadline": cfg.limits.deadline,
-                },
-                "tools": [
-                    {"name": n, "inputSchema": t.schema.to_json(), "maxExecutions": cfg.tool_limits.get(n)}
-                    for n, t in self.tools.items()
-                ],
-                "specVersion": self.spec.version,
-                "recordArguments": self.record_arguments,
-            },
-        )
-        while True:
-            with self._terminal_lock:
-                if s.terminal:
-                    break
-                s.now = self.clock() - self.t0
-                if self.cancel_token is not None and self.cancel_token.cancelled:
-                    self._cancel_now()
-                    continue
-                state = self.state  # type: ignore[attr-defined]
-                if state == "proposed":
-                    core.admit_pending(s)
-                trigger = self.drive[state]
-            fired = self.trigger(trigger)  # type: ignore[attr-defined]
-            if not fired and not s.terminal:
-                raise EngineError(f"spec gap: no transition from {state!r} on {trigger!r} is enabled")
         return RunOutcome(
             run_id=cfg.run_id,
             status=s.status or "",
@@ -563,8 +784,75 @@ class _Run:
             ledger=self.ledger,
         )
 
+    def _needs_arrival(self, state: str) -> str | None:
+        """Section 5: the environment's question before this step — ``poll`` (has a result arrived
+        before the next take-up?) or ``wait`` (the run waits for one) — or ``None``."""
+        s = self.s
+        if not self.concurrent or s.arrival is not None or not core.in_flight(s):
+            return None
+        if state == "proposed" and not core.GUARDS["take_up_blocked"](s):
+            return "poll"
+        if state == "waiting" and not core.GUARDS["deadline_passed"](s):
+            return "wait"
+        return None
+
+    def _wait_for_result(self) -> None:
+        """Block until a result arrives, the run is cancelled or its deadline passes (R35)."""
+        assert self.bg is not None
+        s = self.s
+        d = s.config.limits.deadline
+        while True:
+            got = self.bg.wait(0.005 if self.cancel_token is not None or d is not None else 0.05)
+            if got is not None:
+                self._take(got)
+                return
+            if self.cancel_token is not None and self.cancel_token.cancelled:
+                return
+            if d is not None:
+                s.now = self.clock() - self.t0
+                if s.now >= d:
+                    return
+
+    def run(self) -> RunOutcome:
+        s = self.s
+        self._started()
+        while True:
+            with self._terminal_lock:
+                if s.terminal:
+                    break
+                s.now = self.clock() - self.t0
+                if self.cancel_token is not None and self.cancel_token.cancelled:
+                    self._cancel_now()
+                    continue
+                state = self.state  # type: ignore[attr-defined]
+                need = self._needs_arrival(state)
+                if need == "poll":
+                    assert self.bg is not None
+                    self._take(self.bg.poll())
+            if need == "wait":
+                self._wait_for_result()
+                with self._terminal_lock:
+                    if self.cancel_token is not None and self.cancel_token.cancelled:
+                        self._cancel_now()
+                        continue
+            with self._terminal_lock:
+                if state == "proposed":
+                    core.admit_pending(s)
+                trigger = self.drive[state]
+            fired = self.trigger(trigger)  # type: ignore[attr-defined]
+            if not fired and not s.terminal:
+                raise EngineError(f"spec gap: no transition from {state!r} on {trigger!r} is enabled")
+        return self._outcome()
+
 
 _MODEL_RAISED = object()
+
+
+def _output_outcome(tl: Tool, output: Json) -> Outcome:
+    output = tl.project(output)
+    if core.canonical_json(output) is None:
+        return Outcome.failure("INTERNAL_ERROR")  # the output contract: JSON only (R17)
+    return Outcome.success(output)
 
 
 def _run_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome:
@@ -575,10 +863,7 @@ def _run_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome
         return Outcome.failure(f.category)
     except Exception:
         return Outcome.failure("INTERNAL_ERROR")
-    output = tl.project(output)
-    if core.canonical_json(output) is None:
-        return Outcome.failure("INTERNAL_ERROR")  # the output contract: JSON only (R17)
-    return Outcome.success(output)
+    return _output_outcome(tl, output)
 
 
 # --------------------------------------------------------------------------------------------
@@ -586,7 +871,7 @@ def _run_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome
 # --------------------------------------------------------------------------------------------
 
 
-def _tool_map(tools: Sequence[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
+def _tool_map(tools: Sequence[Tool] | Mapping[str, Tool], *, allow_async: bool = False) -> dict[str, Tool]:
     items = list(tools.values()) if isinstance(tools, Mapping) else list(tools)
     out: dict[str, Tool] = {}
     for t in items:
@@ -594,8 +879,33 @@ def _tool_map(tools: Sequence[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
             raise TypeError(f"tools must be loopspec.Tool objects (see Tool.define / @tool), got {type(t).__name__}")
         if t.name in out:
             raise core.ToolDefinitionError(t.name, "", "registered twice")
+        if t.is_async and not allow_async:
+            raise TypeError(f"tool {t.name!r} is async: run it with arun_loop / arun_batch")
         out[t.name] = t
     return out
+
+
+def default_concurrency(spec: Spec | None = None) -> tuple[int, str]:
+    """``[defaults.concurrency]`` of loop.toml: (max_concurrency, overlap policy)."""
+    c = (spec or load_spec()).concurrency
+    return c.max_concurrency, c.default_overlap
+
+
+def _concurrency(spec: Spec, tools: Mapping[str, Tool], max_concurrency: int | None,
+                 overlap: str | None) -> tuple[int, str, frozenset[str]]:
+    d_max, d_overlap = default_concurrency(spec)
+    mc = d_max if max_concurrency is None else max_concurrency
+    if isinstance(mc, bool) or not isinstance(mc, int) or mc < 1:
+        raise ValueError(f"max_concurrency must be a positive integer, got {mc!r}")
+    pol = d_overlap if overlap is None else overlap
+    if pol not in core.OVERLAP_POLICIES:
+        raise ValueError(f"overlap must be one of {core.OVERLAP_POLICIES}, got {pol!r}")
+    barriers = frozenset(n for n, t in tools.items() if not core.tool_overlaps(t.annotations, pol))
+    return mc, pol, barriers
+
+
+def _background(schedule: Schedule | None) -> Background | None:
+    return ScriptedBackground(schedule) if schedule is not None else None
 
 
 def run_batch(
@@ -610,15 +920,22 @@ def run_batch(
     spec: Spec | None = None,
     record_arguments: bool = False,
     observer: Callable[[RunState, Transition], None] | None = None,
+    max_concurrency: int | None = None,
+    overlap: str | None = None,
+    schedule: Schedule | None = None,
 ) -> RunOutcome:
     """Answer one proposal of tool calls (a batch) under the spec.
 
     ``budget`` is max_executions; the limit policy follows ``mode`` (R20). Returns the outcome with
-    the answers in request order, ``executed`` and ``aborted``.
+    the answers in request order, ``executed`` and ``aborted``. With ``max_concurrency`` > 1 the
+    calls that may overlap (``overlap``, R30) execute concurrently (section 5); ``schedule`` picks
+    the completion order (deterministic) instead of the threads' timing.
     """
+    spec = spec or load_spec()
     tm = _tool_map(tools)
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
         raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
+    mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
     config = RunConfig(
         schemas={n: t.schema for n, t in tm.items()},
         limits=Limits(max_executions=budget),
@@ -627,12 +944,14 @@ def run_batch(
         principal=principal,
         run_id=run_id or f"batch-{uuid.uuid4().hex[:12]}",
         batch=True,
+        max_concurrency=mc,
+        barriers=barriers,
     )
     proposal = list(calls)
     run = _Run(
-        spec or load_spec(), config, tm, lambda turn: proposal, clock=lambda: 0.0, authorize=None,
+        spec, config, tm, lambda turn: proposal, clock=lambda: 0.0, authorize=None,
         ledger=ledger if ledger is not None else Ledger(), cancel=None, record_arguments=record_arguments,
-        observer=observer,
+        observer=observer, background=_background(schedule), overlap=pol,
     )
     return run.run()
 
@@ -654,6 +973,25 @@ def default_limits(spec: Spec | None = None) -> tuple[Limits, str, str]:
     )
 
 
+def _loop_config(spec: Spec, tm: Mapping[str, Tool], limits: Limits | None, mode: str | None, on_limit: str | None,
+                 principal: str, run_id: str | None, max_concurrency: int | None,
+                 overlap: str | None) -> tuple[RunConfig, str]:
+    d_limits, d_mode, d_policy = default_limits(spec)
+    mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
+    config = RunConfig(
+        schemas={n: t.schema for n, t in tm.items()},
+        limits=limits if limits is not None else d_limits,
+        mode=mode or d_mode,
+        on_limit=on_limit or d_policy,
+        principal=principal,
+        tool_limits={n: t.max_executions for n, t in tm.items() if t.max_executions is not None},
+        run_id=run_id or f"run-{uuid.uuid4().hex[:12]}",
+        max_concurrency=mc,
+        barriers=barriers,
+    )
+    return config, pol
+
+
 def run_loop(
     model: Callable[[Turn], Json],
     *,
@@ -670,28 +1008,308 @@ def run_loop(
     spec: Spec | None = None,
     record_arguments: bool = False,
     observer: Callable[[RunState, Transition], None] | None = None,
+    max_concurrency: int | None = None,
+    overlap: str | None = None,
+    schedule: Schedule | None = None,
 ) -> RunOutcome:
     """Run the whole tool-calling loop with ``model`` until exactly one terminal state (R18–R26).
 
     ``model(turn)`` returns a list of calls (``{"id", "name", "arguments"}``) or
     ``{"final": "..."}``. Limits default to ``[defaults.loop]`` of the spec; ``clock`` is injected
     (seconds, monotonic); ``authorize(principal, tool, arguments)`` runs before every execution.
+    ``max_concurrency`` > 1 runs the calls of a response concurrently (section 5: ``overlap`` says
+    which may overlap, R30); ``schedule`` picks the completion order (see :data:`Schedule`).
     """
     spec = spec or load_spec()
     tm = _tool_map(tools)
-    d_limits, d_mode, d_policy = default_limits(spec)
-    config = RunConfig(
-        schemas={n: t.schema for n, t in tm.items()},
-        limits=limits if limits is not None else d_limits,
-        mode=mode or d_mode,
-        on_limit=on_limit or d_policy,
-        principal=principal,
-        tool_limits={n: t.max_executions for n, t in tm.items() if t.max_executions is not None},
-        run_id=run_id or f"run-{uuid.uuid4().hex[:12]}",
-    )
+    config, pol = _loop_config(spec, tm, limits, mode, on_limit, principal, run_id, max_concurrency, overlap)
     run = _Run(
         spec, config, tm, model, clock=clock, authorize=authorize,
         ledger=ledger if ledger is not None else Ledger(), cancel=cancel, record_arguments=record_arguments,
-        observer=observer,
+        observer=observer, background=_background(schedule), overlap=pol,
     )
     return run.run()
+
+
+# --------------------------------------------------------------------------------------------
+# The async engine: the same machine, with the I/O awaited between its steps
+# --------------------------------------------------------------------------------------------
+
+_NOTHING = object()
+
+
+async def _arun_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome:
+    """:func:`_run_tool` for the async engine: an async tool is awaited, a plain one runs in a
+    worker thread. Cancellation (an abandoned execution, R35) propagates."""
+    try:
+        if tl.is_async:
+            output = await tl.fn(arguments, ctx)  # type: ignore[misc]
+        else:
+            output = await asyncio.to_thread(tl.fn, arguments, ctx)
+    except ToolFailure as f:
+        return Outcome.failure(f.category)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        return Outcome.failure("INTERNAL_ERROR")
+    return _output_outcome(tl, output)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class _ARun(_Run):
+    """One run of ``arun_loop`` / ``arun_batch``. The machine, the guards and the effects are the
+    sync engine's; what needs awaiting — the model, the authorization hook, a tool — is awaited by
+    the driver *between* steps (the model and the hook before the step that uses their answer, a
+    result before the step that lands it), so every step stays one synchronous transition. Every
+    execution is a task of one :class:`asyncio.TaskGroup`: an abandoned one is cancelled, and the
+    run returns only when every task has finished (structured concurrency)."""
+
+    def __init__(self, *args: Any, schedule: Schedule | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bg = None
+        self.schedule = schedule
+        self.tg: asyncio.TaskGroup | None = None
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.results: dict[int, tuple[Outcome, float]] = {}
+        self.done: list[int] = []  # finished, not landed yet: in completion order
+        self.wake = asyncio.Event()
+        self.prefetched: Any = _NOTHING
+        self.inline_t: Transition | None = None
+
+    # -- I/O between steps ---------------------------------------------------------------
+    def _ask_model(self, t: Transition) -> None:
+        turn = self._turn()
+        self.emit("model_requested", t.id, round=turn.round)
+        response, self.prefetched = self.prefetched, _NOTHING
+        assert response is not _NOTHING, "the model is asked before the step"
+        self._received(t, response)
+
+    async def _call_model(self) -> Any:
+        try:
+            return await _maybe_await(self.model_fn(self._turn()))
+        except Exception:
+            return _MODEL_RAISED
+
+    async def _hook(self) -> None:
+        r = self.s.current
+        allowed = True
+        if self.authorize is not None:
+            assert isinstance(r.name, str) and isinstance(r.arguments, dict)
+            try:
+                allowed = bool(await _maybe_await(self.authorize(self.s.config.principal, r.name, dict(r.arguments))))
+            except Exception:
+                allowed = False
+        core.set_authorization(self.s, allowed)
+
+    def _would_fire(self, state: str) -> Transition | None:
+        for tr in self.spec.group(state, self.drive[state]):
+            if all(core.GUARDS[g](self.s) for g in tr.when) and not any(core.GUARDS[g](self.s) for g in tr.unless):
+                return tr
+        return None
+
+    def _execute(self, t: Transition, ex: core.Execution) -> None:
+        s = self.s
+        r = s.requests[ex.request]
+        assert isinstance(r.call_id, str) and isinstance(r.name, str) and isinstance(r.arguments, dict)
+        tl = self.tools[r.name]
+        ctx = self._context(r, ex)
+        self.emit("execution_started", t.id, **self._call_fields(r), ordinal=ex.ordinal, attempt=ex.attempts,
+                  principal=ctx.principal)
+        assert self.tg is not None
+        self.inline_t = t
+        self.tasks[r.index] = self.tg.create_task(self._work(ex, tl, dict(r.arguments), ctx))
+
+    async def _work(self, ex: core.Execution, tl: Tool, args: dict[str, Json], ctx: ToolContext) -> None:
+        t0 = time.perf_counter()
+        o = await _arun_tool(tl, args, ctx)
+        if ex.abandoned:
+            self._late(ex, o)
+            return
+        self.results[ex.request] = (o, round((time.perf_counter() - t0) * 1000, 3))
+        self.done.append(ex.request)
+        self.wake.set()
+
+    def _abandon(self, ex: core.Execution) -> None:
+        ev = self.ctx_events.get(ex.request)
+        if ev is not None:
+            ev.set()
+        task = self.tasks.get(ex.request)
+        if ex.request in self.results:  # finished, never landed
+            o, _ = self.results.pop(ex.request)
+            self.done.remove(ex.request)
+            self._late(ex, o)
+        elif task is not None and not task.done():
+            task.cancel()
+        if self.s.arrival is not None and self.s.arrival[0] == ex.request:
+            outcome = self.s.arrival[1]
+            self.s.arrival = None
+            self._late(ex, outcome)
+
+    def _cancelled(self) -> bool:
+        return self.cancel_token is not None and self.cancel_token.cancelled
+
+    async def _until(self, ready: Callable[[], bool]) -> bool:
+        """Wait until ``ready()``, the run is cancelled or (``deadline``) the deadline passes;
+        False when it stopped waiting without ``ready()``."""
+        d = self.s.config.limits.deadline
+        poll = self.cancel_token is not None or d is not None
+        while not ready():
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), 0.005 if poll else None)
+            if ready():
+                return True
+            if self._cancelled():
+                return False
+            if d is not None and self.concurrent:
+                self.s.now = self.clock() - self.t0
+                if self.s.now >= d:
+                    return False
+        return True
+
+    async def _inline_result(self) -> None:
+        """The sequential machine (R29): the execution just started is waited for before its step."""
+        s = self.s
+        ex = core._fx(s)
+        if not await self._until(lambda: ex.request in self.results):
+            return  # cancelled while the tool runs: the next step is the cancel
+        o, ms = self.results.pop(ex.request)
+        self.done.remove(ex.request)
+        core.record_outcome(s, o)
+        assert self.inline_t is not None
+        self._finished(self.inline_t, ex, o, ms)
+
+    async def _arrive(self, need: str) -> None:
+        """Section 5: a result that has arrived (``poll``), or the next one (``wait``)."""
+        s = self.s
+        if self.schedule is not None:
+            pending = tuple(e.request for e in core.in_flight(s))
+            pick = self.schedule(pending, need == "wait")
+            if pick is None:
+                if need == "wait":
+                    raise EngineError("the schedule chose no result while the run waits for one")
+                return
+            if pick not in pending:
+                raise EngineError(f"the schedule chose request {pick!r}, which is not in flight")
+            if not await self._until(lambda: pick in self.results):
+                return
+        else:
+            if need == "poll" and not self.done:
+                return
+            if not await self._until(lambda: bool(self.done)):
+                return
+            pick = self.done[0]
+        o, ms = self.results.pop(pick)
+        self.done.remove(pick)
+        s.arrival = (pick, o)
+        self._arrival_ms = ms
+
+    async def _before(self, state: str) -> None:
+        s = self.s
+        if state == "decided":
+            tr = self._would_fire(state)
+            if tr is not None and tr.effect == "ask_model":
+                self.prefetched = await self._call_model()
+        elif state == "validated" and s.current.authorized is None:
+            await self._hook()
+        elif state == "executing" and not self.concurrent and s.outcome is None and s.executions:
+            await self._inline_result()
+        else:
+            need = self._needs_arrival(state)
+            if need is not None:
+                await self._arrive(need)
+
+    async def arun(self) -> RunOutcome:
+        s = self.s
+        self._started()
+        async with asyncio.TaskGroup() as tg:
+            self.tg = tg
+            while not s.terminal:
+                s.now = self.clock() - self.t0
+                if self._cancelled():
+                    self._cancel_now()
+                    continue
+                state = self.state  # type: ignore[attr-defined]
+                await self._before(state)
+                if self._cancelled():
+                    self._cancel_now()
+                    continue
+                if state == "proposed":
+                    core.admit_pending(s)
+                fired = self.trigger(self.drive[state])  # type: ignore[attr-defined]
+                if not fired and not s.terminal:
+                    raise EngineError(f"spec gap: no transition from {state!r} on {self.drive[state]!r} is enabled")
+        return self._outcome()
+
+
+async def arun_batch(
+    calls: Sequence[Json],
+    *,
+    tools: Sequence[Tool] | Mapping[str, Tool],
+    budget: int,
+    mode: str = "abort",
+    principal: str = "anonymous",
+    ledger: Ledger | None = None,
+    run_id: str | None = None,
+    spec: Spec | None = None,
+    record_arguments: bool = False,
+    observer: Callable[[RunState, Transition], None] | None = None,
+    max_concurrency: int | None = None,
+    overlap: str | None = None,
+    schedule: Schedule | None = None,
+) -> RunOutcome:
+    """:func:`run_batch` with async tools (coroutine functions; plain ones run in worker threads)."""
+    spec = spec or load_spec()
+    tm = _tool_map(tools, allow_async=True)
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
+    mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
+    config = RunConfig(
+        schemas={n: t.schema for n, t in tm.items()}, limits=Limits(max_executions=budget), mode=mode,
+        on_limit="throw" if mode == "abort" else "error-result", principal=principal,
+        run_id=run_id or f"batch-{uuid.uuid4().hex[:12]}", batch=True, max_concurrency=mc, barriers=barriers,
+    )
+    proposal = list(calls)
+    run = _ARun(
+        spec, config, tm, lambda turn: proposal, clock=lambda: 0.0, authorize=None,
+        ledger=ledger if ledger is not None else Ledger(), cancel=None, record_arguments=record_arguments,
+        observer=observer, overlap=pol, schedule=schedule,
+    )
+    return await run.arun()
+
+
+async def arun_loop(
+    model: Callable[[Turn], Any],
+    *,
+    tools: Sequence[Tool] | Mapping[str, Tool],
+    limits: Limits | None = None,
+    mode: str | None = None,
+    on_limit: str | None = None,
+    principal: str = "anonymous",
+    clock: Callable[[], float] = time.monotonic,
+    authorize: Callable[[str, str, dict[str, Json]], Any] | None = None,
+    cancel: CancelToken | None = None,
+    ledger: Ledger | None = None,
+    run_id: str | None = None,
+    spec: Spec | None = None,
+    record_arguments: bool = False,
+    observer: Callable[[RunState, Transition], None] | None = None,
+    max_concurrency: int | None = None,
+    overlap: str | None = None,
+    schedule: Schedule | None = None,
+) -> RunOutcome:
+    """:func:`run_loop` for the async ecosystem: ``model`` and ``authorize`` may be coroutine
+    functions, tools may be async; the calls of a response run as tasks of one
+    :class:`asyncio.TaskGroup` (with ``max_concurrency`` > 1, section 5 of SPEC.md)."""
+    spec = spec or load_spec()
+    tm = _tool_map(tools, allow_async=True)
+    config, pol = _loop_config(spec, tm, limits, mode, on_limit, principal, run_id, max_concurrency, overlap)
+    run = _ARun(
+        spec, config, tm, model, clock=clock, authorize=authorize,
+        ledger=ledger if ledger is not None else Ledger(), cancel=cancel, record_arguments=record_arguments,
+        observer=observer, overlap=pol, schedule=schedule,
+    )
+    return await run.arun()

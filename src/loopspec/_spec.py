@@ -19,6 +19,7 @@ from typing import Any, Final
 __all__ = [
     "Choice",
     "Code",
+    "Concurrency",
     "Effect",
     "Guard",
     "Invariant",
@@ -197,6 +198,18 @@ class Profile:
 
 
 @dataclass(frozen=True, slots=True)
+class Concurrency:
+    """Section 5 of SPEC.md as data: the MCP hints with their defaults, the overlap policies (each
+    with its meaning) and the defaults of a run (``[defaults.concurrency]``)."""
+
+    hints: Mapping[str, bool]
+    overlap: tuple[str, ...]
+    meaning: Mapping[str, str]
+    max_concurrency: int = 1
+    default_overlap: str = "read-only"
+
+
+@dataclass(frozen=True, slots=True)
 class Spec:
     name: str
     version: str
@@ -212,6 +225,7 @@ class Spec:
     defaults: Mapping[str, Mapping[str, Any]]
     parameters: tuple[Parameter, ...] = ()
     profiles: tuple[Profile, ...] = ()
+    concurrency: Concurrency = field(default_factory=lambda: Concurrency({}, ("read-only",), {}))
     path: str = ""
     _index: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -580,6 +594,7 @@ def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
         raise ctx.error("defaults", "", "", "needs [defaults.batch] and [defaults.loop]")
 
     parameters, profiles = _parse_profiles(ctx, doc)
+    concurrency = _parse_concurrency(ctx, doc, defaults)
 
     spec = Spec(
         name=_str(ctx, "meta", meta, "name"),
@@ -595,6 +610,7 @@ def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
         modes=modes,
         parameters=parameters,
         profiles=profiles,
+        concurrency=concurrency,
         defaults=defaults,
         path=path,
     )
@@ -664,6 +680,38 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
             current["checks"] = invs
     close()
     return tuple(rules)
+
+
+_HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def _parse_concurrency(ctx: _Ctx, doc: Mapping[str, Any], defaults: Mapping[str, Any]) -> Concurrency:
+    """``[concurrency]`` (the MCP hints and the overlap policies) and ``[defaults.concurrency]``."""
+    raw = doc.get("concurrency")
+    if raw is None:
+        return Concurrency({h: False for h in _HINTS}, ("read-only",), {"read-only": ""})
+    if not isinstance(raw, dict):
+        raise ctx.error("concurrency", "", "", "expected a table")
+    hints = raw.get("hints")
+    if not isinstance(hints, dict) or set(hints) != set(_HINTS) or not all(isinstance(v, bool) for v in hints.values()):
+        raise ctx.error("concurrency", "", "hints", f"a default (true or false) for each of {', '.join(_HINTS)}")
+    overlap = _strs(ctx, "concurrency", raw, "overlap")
+    if not overlap or len(set(overlap)) != len(overlap):
+        raise ctx.error("concurrency", "", "overlap", "a non-empty list of distinct policy names")
+    meaning = raw.get("meaning")
+    if not isinstance(meaning, dict) or set(meaning) != set(overlap) or not all(
+            isinstance(v, str) and v for v in meaning.values()):
+        raise ctx.error("concurrency", "", "meaning", "a non-empty text for each overlap policy, and nothing else")
+    d = defaults.get("concurrency", {})
+    if not isinstance(d, dict):
+        raise ctx.error("defaults", "", "concurrency", "expected a table")
+    mc = d.get("max_concurrency", 1)
+    if isinstance(mc, bool) or not isinstance(mc, int) or mc < 1:
+        raise ctx.error("defaults", "", "concurrency.max_concurrency", "a positive integer")
+    pol = d.get("overlap", overlap[0])
+    if pol not in overlap:
+        raise ctx.error("defaults", "", "concurrency.overlap", f"one of {', '.join(overlap)}")
+    return Concurrency(dict(hints), overlap, dict(meaning), mc, pol)
 
 
 _URL = re.compile(r"^https?://\S+$")

@@ -134,6 +134,10 @@ class FastModel:
     """Explores canonical compact states; each step is the semantics' step on a window."""
 
     def __init__(self, U: Universe, sem: Semantics = CORE, *, views: bool = True) -> None:
+        if any(c.config.max_concurrency > 1 for c in U.configs):
+            # a step with executions in flight involves several requests: not one window
+            raise ValueError("the fast model explores the sequential machine only (max_concurrency 1); "
+                             "use the concurrent model (loopspec.checker.concurrent)")
         self.U = U
         self.sem = sem
         self.enc = Encoder(U)
@@ -429,7 +433,9 @@ class FastModel:
         elif is_poison(nexec):
             executions = Tail("executions", nexec, [])  # type: ignore[arg-type]
         elif nexec > 0:
-            executions = Tail("executions", nexec - 1, [Sealed("execution", None)])
+            # a past execution has its outcome (in the sequential machine only the newest can be
+            # running, and then it is live): what terminate() reads to find executions in flight
+            executions = Tail("executions", nexec - 1, [Sealed("execution", None, _PAST_EXECUTION)])
         else:
             executions = Tail("executions", 0, [])
         # bindings: only the focus id is inside the window
@@ -473,7 +479,9 @@ class FastModel:
             input_exhausted=L[_I["input_exhausted"]],
             cursor=0,
             admitted_cursor=admitted,
-            outcome=_outcome(L[_I["outcome"]]),
+            # dead outside `executing` (see state.py): a poison, which the core only tests by identity
+            # there (terminate(): is an execution running?)
+            outcome=_outcome(L[_I["outcome"]]) if L[_I["state"]] == "executing" else Poison("outcome"),
             status=L[_I["status"]],
             stop_reason=L[_I["stop_reason"]],
             aborted=None if L[_I["aborted"]] is None else (nreq - 1 - L[_I["aborted"]][0], L[_I["aborted"]][1]),
@@ -699,6 +707,11 @@ class FastModel:
         def retry_due() -> RunState:
             return synth(executions=window_execs)
 
+        def in_flight() -> RunState:
+            # section 5 is out of this model's reach (see __init__): only the window's execution can
+            # be in flight or abandoned, the past ones have their outcomes and were not abandoned
+            return synth(executions=window_execs)
+
         def escalation() -> RunState:
             ans_ = [Answer(i, 0, None, "ok") for i in range(first_ans)]
             for i, a in anss:
@@ -750,6 +763,9 @@ class FastModel:
             "INV-ESCALATION": escalation,
             "INV-DEADLINE": deadline,
             "INV-RETRY-DUE": retry_due,
+            "INV-CONCURRENCY-BOUND": in_flight,
+            "INV-TAKE-UP-ORDER": window,
+            "INV-ABANDON": in_flight,
         }
         out: list[str] = []
         for name in todo:
@@ -897,6 +913,8 @@ def _past_intact(win: _Window, w: RunState) -> bool:
 
 
 _FIELDS = tuple(sorted(ALL_FIELDS))
+#: What a sealed past execution is known to hold (see _materialise).
+_PAST_EXECUTION = {"outcome": Outcome(True, "#past"), "abandoned": False}
 _GHOST_FIELDS = frozenset({"gtool", "gretries", "cur_hist", "cur_first", "glimit"})
 
 
@@ -930,7 +948,8 @@ def _fp(f: str, v: Any) -> Any:
         off = ("poison", id(v.offset)) if type(v.offset) is Poison else v.offset
         if f == "executions":
             return (off, tuple(x if isinstance(x, Sealed) else
-                               (x.request, x.tool, x.principal, x.ordinal, x.attempts, x.outcome, x.retry_skipped)
+                               (x.request, x.tool, x.principal, x.ordinal, x.attempts, x.outcome, x.retry_skipped,
+                                x.abandoned, x.landed_late)
                                for x in v.items))
         return (off, tuple(id(x) for x in v.items))
     if isinstance(v, PoisonDict):

@@ -49,7 +49,7 @@ Json = Any
 EFFECT_FUNCTIONS: tuple[str, ...] = (
     "receive_response", "next_item", "end_round", "answer_error", "answer_replay", "bind_id",
     "begin_execution", "begin_retry", "record_outcome", "store_success", "answer_failure", "terminate",
-    "set_authorization", "escalation_stop_reason", "admit_pending",
+    "set_authorization", "escalation_stop_reason", "admit_pending", "land", "run_on",
 )
 
 
@@ -174,7 +174,7 @@ def _copy_binding(b: Binding) -> Binding:
 
 def _copy_execution(e: Execution) -> Execution:
     return Execution(e.request, e.tool, e.principal, e.ordinal, e.attempts, e.outcome, e.late, e.late_retries,
-                     e.retry_skipped)
+                     e.retry_skipped, e.abandoned, e.landed_late)
 
 
 def clone(s: RunState) -> RunState:
@@ -214,6 +214,10 @@ def clone(s: RunState) -> RunState:
         discarded=s.discarded,
         late_model_requests=s.late_model_requests,
         aborted_answer=s.aborted_answer,
+        focus=s.focus,
+        held=s.held.copy(),
+        arrival=s.arrival,
+        early_take_ups=s.early_take_ups,
     )
 
 
@@ -264,6 +268,16 @@ class Env:
 
     def outcome_options(self) -> tuple[str, ...]:
         return ("ok", *self.failures, *((LATE,) if self.cancel else ()))
+
+    def arrival_options(self, s: RunState) -> tuple[str, ...]:
+        """Section 5: which execution in flight completes next, and how (``#<request>:<outcome>``)."""
+        return tuple(f"#{e.request}:{o}" for e in core.in_flight(s) for o in ("ok", *self.failures))
+
+    @staticmethod
+    def arrival(s: RunState, label: str) -> tuple[int, Outcome]:
+        req, _, o = label[1:].partition(":")
+        ex = next(e for e in s.executions if e.request == int(req))
+        return int(req), Env.outcome(o, ex.ordinal)
 
     def response(self, label: str) -> Json:
         if label == "final":
@@ -318,6 +332,9 @@ EFFECT_CALLS: Mapping[str, tuple[str, ...]] = {
     "store_success": ("store_success",),
     "answer_failure": ("answer_failure",),
     "terminate": ("escalation_stop_reason", "terminate"),
+    "wait": (),
+    "land": ("land",),
+    "run_on": ("run_on",),
 }
 #: What :func:`step` calls before evaluating a group (the engine does the same).
 PRE_GROUP_CALLS: Mapping[tuple[str, str], tuple[str, ...]] = {
@@ -391,6 +408,8 @@ def step(sem: Semantics, env: Env, m: Machine, oracle: Oracle, tb: _Tables | Non
             d = s.config.limits.deadline
             assert d is not None
             s.now = d
+        if s.config.max_concurrency > 1:
+            _arrival(sem, env, m, oracle)
         if m.state == "proposed":
             sem.fn("admit_pending")(s)  # the engine takes up the call at the cursor (R26)
     if trigger == "start" and s.current.authorized is None:
@@ -430,10 +449,18 @@ def _effect(sem: Semantics, env: Env, tb: _Tables, tr: Transition, s: RunState, 
         pass
     elif e == "start_execution":
         f("begin_execution")(s)
-        _outcome(sem, env, s, oracle)
+        if s.config.max_concurrency <= 1:
+            _outcome(sem, env, s, oracle)  # section 5: in the background the result arrives later
     elif e == "retry_execution":
         f("begin_retry")(s)
-        _outcome(sem, env, s, oracle)
+        if s.config.max_concurrency <= 1:
+            _outcome(sem, env, s, oracle)
+    elif e == "wait":
+        pass
+    elif e == "land":
+        f("land")(s)
+    elif e == "run_on":
+        f("run_on")(s)
     elif e == "store_success":
         f("store_success")(s)
     elif e == "answer_failure":
@@ -455,8 +482,30 @@ def _outcome(sem: Semantics, env: Env, s: RunState, oracle: Oracle) -> None:
     sem.fn("record_outcome")(s, Env.outcome(label, len(s.executions)))
 
 
+def _arrival(sem: Semantics, env: Env, m: Machine, oracle: Oracle) -> None:
+    """Section 5: the environment decides which result arrives, and when. At ``proposed`` a result
+    may arrive before the next take-up (when one is possible at all); at ``waiting`` the run waits
+    for one (unless the deadline has passed: then the run stops waiting, T32)."""
+    s = m.s
+    if s.arrival is not None or not core.in_flight(s):
+        return
+    g = sem.guards
+    if m.state == "proposed":
+        if g["take_up_blocked"](s):
+            return
+        label = oracle.choose("arrival", ("none", *env.arrival_options(s)))
+    elif m.state == "waiting":
+        if g["deadline_passed"](s):
+            return
+        label = oracle.choose("arrival", env.arrival_options(s))
+    else:
+        return
+    if label != "none":
+        s.arrival = Env.arrival(s, label)
+
+
 def late_pending(m: Machine) -> bool:
     """An execution whose tool is still running when the run is cancelled (only cancel may follow)."""
     s = m.s
-    return m.state == "executing" and s.outcome is None
+    return m.state == "executing" and s.outcome is None and s.config.max_concurrency <= 1
 
