@@ -12,8 +12,10 @@ from loopspec import load_rules
 from loopspec._vectors import (
     conformance_dir,
     load_batch_vectors,
+    load_concurrent_vectors,
     load_loop_vectors,
     run_batch_vector,
+    run_concurrent_vector,
     run_loop_vector,
 )
 
@@ -22,6 +24,7 @@ BATCH = load_batch_vectors()
 LOOP_FILE = conformance_dir() / "loop.json"
 LOOP = load_loop_vectors() if LOOP_FILE.is_file() else {"cases": [], "toolsets": {}}
 RULES = {r.id for r in load_rules()}
+CONCURRENT = load_concurrent_vectors()
 
 #: rules a single batch can exercise (the loop rules need rounds, clocks, cancellation)
 BATCH_RULES = {f"R{i}" for i in range(0, 18)} | {"R20"}
@@ -87,3 +90,23 @@ def test_a_wrong_expectation_is_reported(tmp_path: Path) -> None:
     case["expect"]["executed"] = 2
     result = run_batch_vector(case, BATCH.get("toolsets", {}))
     assert not result.passed and any(d.startswith("executed:") for d in result.diff())
+
+
+# -- section 5: concurrent execution ------------------------------------------------------------------
+
+
+def test_concurrent_vectors_match_their_schema_and_cover_section_5() -> None:
+    jsonschema.validate(CONCURRENT, _schema("concurrent-vectors.schema.json"))
+    cited = {r for c in CONCURRENT["cases"] for r in c["rules"]}
+    assert cited <= RULES
+    # R35 needs a cancellation or a clock: the engine's tests and the model checker cover it
+    assert {"R29", "R30", "R31", "R32", "R33", "R34"} <= cited
+    ids = [c["id"] for c in CONCURRENT["cases"]] + [c["id"] for c in BATCH["cases"]] + [c["id"] for c in LOOP["cases"]]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("case", CONCURRENT["cases"], ids=lambda c: c["id"])
+def test_concurrent_vector(case: dict) -> None:  # type: ignore[type-arg]
+    """Every completion order the case lists gives the same, expected outcome."""
+    for order, r in run_concurrent_vector(case, CONCURRENT.get("toolsets", {})):
+        assert r.passed, f"completion order {order}: " + "; ".join(r.diff())

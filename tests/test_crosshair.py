@@ -35,7 +35,7 @@ def crosshair(*targets: str, timeout: float, cwd: Path | None = None) -> subproc
 #: explores by instantiating arbitrary classes (and can crash inside them); it is checked through
 #: the typed wrapper `loopspec._contracts.well_formed_call` instead.
 CORE_TARGETS = [f"loopspec._core.{f}" for f in (
-    "blank", "arguments_valid", "classify_binding", "decide", "escalates", "within")]
+    "blank", "arguments_valid", "classify_binding", "decide", "escalates", "within", "overlaps")]
 
 
 def test_core_contracts_hold() -> None:

@@ -41,6 +41,17 @@ def test_default_bounds_meet_the_brief() -> None:
     loop = b.scope("loop")
     assert loop.cancel and loop.authorize and loop.model_error and loop.final and loop.deadline
     assert loop.max_retries >= 1 and loop.max_requests is not None and loop.calls > loop.max_requests
+    # section 5: three calls in flight at once, a barrier, the same id twice, both modes, the
+    # deadline and cancellation while executions run; the slow bounds add slots, retries, limits
+    conc = b.scope("concurrent")
+    assert max(conc.concurrency) >= 3 and conc.calls >= 3 and conc.ids >= 2 and not conc.slow
+    assert set(conc.modes) == {"abort", "continue"} and conc.cancel and conc.deadline and 1 in conc.budgets
+    tools = {t.name: t for t in b.tools}
+    assert conc.tools is not None and any(tools[n].read_only for n in conc.tools)
+    assert any(tools[n].allow_listed and not tools[n].read_only for n in conc.tools)
+    slow = [s for s in b.scopes.values() if s.slow]
+    assert {s.name for s in slow} == {"concurrent-4", "concurrent-retries"}
+    assert any(s.calls > max(s.concurrency) for s in slow) and any(s.max_retries for s in slow)
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
@@ -50,6 +61,9 @@ def test_default_bounds_meet_the_brief() -> None:
     (("scope", "loop", "max_rounds"), None, "finite max_rounds"),
     (("values",), ["svc-trusted", "x"], "principal must differ"),
     (("scope", "loop", "surprise"), 1, "unknown field"),
+    (("scope", "concurrent", "concurrency"), [0], "scope.concurrent.concurrency"),
+    (("scope", "concurrent", "tools"), ["lookup", "nope"], "no \\[\\[tool\\]\\] named 'nope'"),
+    (("scope", "concurrent", "values"), 5, "at most 2"),
 ])
 def test_bad_bounds_are_rejected_naming_the_field(path: tuple[str, ...], value: object, message: str) -> None:
     doc = raw()
@@ -117,3 +131,24 @@ def test_loopspec_verify_exhausts_the_default_bound(tmp_path: Path, capsys: pyte
         assert got == exp, (f"scope {sc['scope']}: explored {got}, spec/bounds.toml expects {exp}. If the change "
                             f"is intended, run `{UPDATE}` and commit spec/bounds.toml with it.")
     assert json.loads((tmp_path / "coverage.json").read_text())["transitions"] == report["coverage"]["transitions"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scope", ["concurrent-4", "concurrent-retries"])
+def test_larger_concurrent_bounds_hold_and_match_their_expected_figures(scope: str) -> None:
+    """Section 5 at the larger bounds (explored only when named): every invariant holds, and the
+    figures are the ones committed beside the bounds (`loopspec verify --scope NAME --update-expected`)."""
+    from loopspec.checker.explore import explore
+
+    b = load_bounds()
+    ex = explore(b, b.scope(scope))
+    assert ex.complete and ex.violation is None
+    got = {"states": ex.states, "transitions": ex.transitions, "depth": ex.depth}
+    assert got == b.scope(scope).expected, f"run `loopspec verify --scope {scope} --update-expected` if intended"
+
+
+def test_slow_scopes_are_explored_only_when_named(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["verify", "--scope", "concurrent", "--bound", "concurrent.calls=1", "--format", "json"])
+    assert [s["scope"] for s in json.loads(capsys.readouterr().out)["scopes"]] == ["concurrent"]
+    assert rc == 1  # one scope alone does not reach every transition
+    assert all(not s.slow for s in load_bounds().scopes.values() if s.name in ("batch", "loop", "concurrent"))

@@ -18,6 +18,7 @@ from loopspec._spec import load_spec
 from loopspec.checker.bounds import Bounds, apply_overrides, load_bounds
 from loopspec.checker.counterexample import Lifted, Script, Step, replay_core, replay_engine
 from loopspec.checker.crosscheck import edge_map, fast_vs_reference, tree_vs_dedup
+from loopspec.checker.explore import make_model
 from loopspec.checker.fast import FastModel
 from loopspec.checker.readsets import invariant_read_sets, read_set, reads_clock
 from loopspec.checker.reference import ReferenceModel, check_invariants
@@ -37,7 +38,7 @@ from loopspec.checker.window import Bindings, Poison, Sealed, Tail
 
 from .strategies import oracle_answers
 
-SMALL = ("batch.calls=2", "batch.ids=2", "loop.calls=2", "loop.ids=2")
+SMALL = ("batch.calls=2", "batch.ids=2", "loop.calls=2", "loop.ids=2", "concurrent.calls=2")
 
 
 def bounds(*overrides: str) -> Bounds:
@@ -52,6 +53,7 @@ def bounds(*overrides: str) -> Bounds:
 @pytest.mark.parametrize(("scope", "overrides"), [
     ("batch", ("batch.calls=3", "batch.ids=3")),
     ("loop", ()),
+    ("concurrent", ()),  # the concurrent model's incremental verdicts = every invariant in every state
 ])
 def test_fast_model_has_the_reference_models_states_edges_and_verdicts(scope: str, overrides: tuple[str, ...]) -> None:
     """Windowed, memoised steps and synthetic invariant checks = whole RunStates + core.INVARIANTS."""
@@ -68,7 +70,8 @@ def test_fast_model_views_change_nothing() -> None:
     assert with_views.edges == without.edges
 
 
-@pytest.mark.parametrize(("scope", "overrides"), [("batch", ()), ("loop", ("loop.calls=1",))])
+@pytest.mark.parametrize(("scope", "overrides"), [("batch", ()), ("loop", ("loop.calls=1",)),
+                                                 ("concurrent", ("concurrent.calls=3",))])
 def test_deduplication_by_compact_key_loses_no_history(scope: str, overrides: tuple[str, ...]) -> None:
     """Every history explored separately has the same compact edges as its compact key: the
     live-variable reduction and the symmetry reduction are sound at this bound."""
@@ -181,7 +184,7 @@ def _walk(U: Universe, cfg_index: int, answers: Sequence[int]) -> list[tuple[Mac
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(answers=oracle_answers, cfg=st.integers(0, 7), scope=st.sampled_from(["batch", "loop"]))
+@given(answers=oracle_answers, cfg=st.integers(0, 7), scope=st.sampled_from(["batch", "loop", "concurrent"]))
 def test_engine_takes_the_steppers_transitions_and_no_invariant_breaks(answers: list[int], cfg: int, scope: str) -> None:
     """Any run the checker can take, replayed through run_batch/run_loop with scripted tools, model,
     clock, hook and cancel token, takes the same spec transitions; every invariant holds."""
@@ -273,9 +276,9 @@ def test_invariants_read_nothing_outside_their_read_set() -> None:
     b = bounds()
     reads = invariant_read_sets()
     fields = [f.name for f in dataclasses.fields(RunState)]
-    for scope in ("batch", "loop"):
+    for scope in ("batch", "loop", "concurrent"):
         U = Universe.build(b, b.scope(scope))
-        ref = ReferenceModel(U)
+        ref = make_model(U, CORE, "reference")
         frontier = [n for _, n in ref.initial()]
         seen = 0
         while frontier and seen < 3000:
@@ -329,7 +332,7 @@ def test_effect_calls_are_what_the_steps_call() -> None:
                        functions={f: recording(f, getattr(core, f)) for f in EFFECT_FUNCTIONS})
     b = bounds("loop.calls=1")
     seen: set[str] = set()
-    for scope in ("batch", "loop"):
+    for scope in ("batch", "loop", "concurrent"):
         U = Universe.build(b, b.scope(scope))
         frontier = [(c.index, Machine(tables().spec.initial.id, RunState(c.config))) for c in U.configs]
         rnd = random.Random(0)
@@ -421,3 +424,59 @@ def test_window_refuses_what_lies_outside_it() -> None:
     assert sealed.index == 5
     with pytest.raises(NonLocal):
         _ = sealed.call_id
+
+
+class _NoCancelNoTick(_Draw):
+    def choose(self, point: str, options: Sequence[str]) -> str:
+        if point in ("cancel", "tick"):
+            return "no"
+        return super().choose(point, options)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answers=oracle_answers, cfg=st.integers(0, 7),
+       scope=st.sampled_from(["concurrent", "concurrent-4", "concurrent-retries"]))
+def test_reference_driver_drive_runs_the_concurrent_machine(answers: list[int], cfg: int, scope: str) -> None:
+    """Section 5: core.drive (gate/decide, with the environment's arrivals) run on the inputs of any
+    walk of the stepper through a concurrent scope ends in the same state, for every completion
+    order the walk chose (slots, retries in flight and both limit policies included)."""
+    b = load_bounds()
+    U = Universe.build(b, b.scope(scope))
+    c = U.configs[cfg % len(U.configs)]
+    m = Machine(tables().spec.initial.id, RunState(c.config))
+    o = _NoCancelNoTick(answers)
+    steps: list[Step] = []
+    trail: list[tuple[str, str]] = []
+
+    class Rec:
+        def choose(self, point: str, options: Sequence[str]) -> str:
+            lab = o.choose(point, options)
+            trail.append((point, lab))
+            return lab
+
+    while m.state not in tables().terminal:
+        before = Machine(m.state, clone(m.s))
+        trail.clear()
+        tr = step(CORE, c.env, m, Rec())
+        steps.append(Step(len(steps), tr, tuple(trail), before, Machine(m.state, clone(m.s)), ()))
+    last = m.s
+    script = Lifted(b.scope(scope), CORE, c, U, tuple(steps)).script()
+    sched = list(script.schedule or [])
+
+    def outcome_for(s: RunState, ex: Execution) -> core.Outcome:
+        outs = script.outcomes[ex.ordinal - 1] if ex.ordinal - 1 < len(script.outcomes) else []
+        lab = outs[ex.attempts - 1] if ex.attempts - 1 < len(outs) else "ok"
+        return core.Outcome.success({"execution": ex.ordinal}) if lab == "ok" else core.Outcome.failure(lab)
+
+    def arrive(s: RunState, must: bool) -> int | None:
+        return sched.pop(0) if sched else None
+
+    responses = list(script.responses)
+    s = core.drive(RunState(c.config), lambda s: responses.pop(0) if responses else [], outcome_for, arrive=arrive)
+    assert sched == []
+    assert [(a.index, a.status, a.code, a.output, a.replayed) for a in s.answers] == \
+           [(a.index, a.status, a.code, a.output, a.replayed) for a in last.answers]
+    assert [(e.request, e.attempts, e.abandoned) for e in s.executions] == \
+           [(e.request, e.attempts, e.abandoned) for e in last.executions]
+    assert (s.status, s.stop_reason, s.aborted) == (last.status, last.stop_reason, last.aborted)
+    assert core.violated_invariants(s) == []

@@ -115,7 +115,7 @@ def test_counterexample_text_cites_transitions_rules_and_the_invariant(name: str
 def test_fast_model_verdicts_are_the_cores_for_every_variant(mt: Any) -> None:
     """For each variant, the fast model's graph and verdicts (which invariants break, where) equal
     the reference model's, which evaluates core.INVARIANTS on whole histories."""
-    b = apply_overrides(load_bounds(), ["batch.calls=2", "batch.ids=2", "loop.calls=1", "loop.ids=2"])
+    b = apply_overrides(load_bounds(), ["batch.calls=2", "batch.ids=2", "loop.calls=1", "loop.ids=2", "concurrent.calls=2"])
     assert fast_vs_reference(b, b.scope(mt.scope), mt.semantics) == []
 
 
@@ -130,7 +130,7 @@ def test_a_variant_reaching_outside_the_window_is_refused_not_misread() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("mt", MUTANTS + SURVIVORS, ids=lambda m: m.semantics.name)
 def test_deduplication_is_sound_for_every_variant(mt: Any) -> None:
-    b = apply_overrides(load_bounds(), ["batch.calls=2", "batch.ids=2", "loop.calls=1", "loop.ids=2"])
+    b = apply_overrides(load_bounds(), ["batch.calls=2", "batch.ids=2", "loop.calls=1", "loop.ids=2", "concurrent.calls=2"])
     assert tree_vs_dedup(b, b.scope(mt.scope), mt.semantics) == []
 
 

@@ -2,7 +2,7 @@
 
 The public vocabulary is small::
 
-    from loopspec import Tool, run_batch, run_loop, load_spec
+    from loopspec import Tool, run_batch, run_loop, arun_loop, load_spec
 
 Everything else lives in private modules (``loopspec._core`` is the pure decision core).
 """
@@ -17,6 +17,8 @@ from ._engine import (
     ToolContext,
     ToolFailure,
     Turn,
+    arun_batch,
+    arun_loop,
     run_batch,
     run_loop,
     tool,
@@ -43,6 +45,8 @@ __all__ = [
     "ToolFailure",
     "Turn",
     "__version__",
+    "arun_batch",
+    "arun_loop",
     "load_rules",
     "load_spec",
     "run_batch",

@@ -954,10 +954,16 @@ def admit_pending(s: RunState) -> None:
         return
     if s.requests and s.requests[-1].round == s.round and s.admitted_cursor == s.cursor:
         return
-    if s.config.max_concurrency > 1 and (GUARDS["result_arrived"](s) or GUARDS["take_up_blocked"](s)):
-        return  # the run lands a result or waits first (T29, T30): the item is not taken up yet
     admit_cursor_call(s)
     s.admitted_cursor = s.cursor
+
+
+def waits(s: RunState, guards: Mapping[str, Callable[[RunState], bool]] | None = None) -> bool:
+    """Section 5, at ``proposed``: will the run land a result or wait (T29, T30) instead of taking
+    up the item at the cursor? Then :func:`admit_pending` must not make it a request yet. The
+    drivers ask with the guards they run the machine with (a checker's variant has its own)."""
+    g = GUARDS if guards is None else guards
+    return s.config.max_concurrency > 1 and (g["result_arrived"](s) or g["take_up_blocked"](s))
 
 
 def end_round(s: RunState) -> None:
@@ -1005,17 +1011,52 @@ def _passes_structure(cfg: RunConfig, r: Request) -> bool:
     )
 
 
+#: The facts of the last list of requests seen (see :func:`_request_facts`): (requests, config, facts).
+_FACTS: tuple[tuple[Request, ...], RunConfig | None, tuple[tuple[bool, bool, bool, str], ...]] = ((), None, ())
+
+
+def _request_facts(s: RunState) -> tuple[tuple[bool, bool, bool, str], ...]:
+    """Per request: (well-formed, allow-listed, schema-valid, content key — ``""`` unless valid).
+
+    The invariants recompute these for every request of the history, several times per state;
+    they are pure functions of a request and the configuration, and requests are immutable
+    (a state and its copies share them), so the facts of the last requests seen are kept, and a
+    state that extends them (its newest request is new) computes only what is new.
+    """
+    global _FACTS
+    reqs = s.requests
+    c_reqs, c_cfg, c_out = _FACTS
+    n = 0
+    if c_cfg is s.config:
+        for a, b in zip(c_reqs, reqs, strict=False):
+            if a is not b:
+                break
+            n += 1
+    if n == len(reqs) == len(c_reqs):
+        return c_out
+    cfg = s.config
+    out = list(c_out[:n])
+    for r in reqs[n:]:
+        wf = well_formed(r.call_id, r.name, r.arguments)
+        listed = wf and isinstance(r.name, str) and r.name in cfg.schemas
+        valid = listed and isinstance(r.arguments, dict) and arguments_valid(cfg.schemas[r.name], r.arguments)  # type: ignore[index]
+        out.append((wf, listed, valid, content_key(r.name, r.arguments) if valid else ""))  # type: ignore[arg-type]
+    result = tuple(out)
+    _FACTS = (tuple(reqs), cfg, result)
+    return result
+
+
 def _binding_history(s: RunState) -> dict[int, tuple[str, str] | None]:
     """For each structurally valid request: (key bound for its id before it, its own key)."""
     bound: dict[str, str] = {}
     out: dict[int, tuple[str, str] | None] = {}
     limit = s.config.limits.max_requests
-    for r in s.requests:
-        if not within(r.index, limit) or not _passes_structure(s.config, r):
+    facts = _request_facts(s)
+    for r, (_, _, valid, key) in zip(s.requests, facts, strict=True):
+        if not within(r.index, limit) or not valid:
             out[r.index] = None
             continue
-        assert isinstance(r.call_id, str) and isinstance(r.name, str) and isinstance(r.arguments, dict)
-        key = content_key(r.name, r.arguments)
+        assert isinstance(r.call_id, str)
         prior = bound.get(r.call_id)
         out[r.index] = (prior if prior is not None else "", key)
         bound.setdefault(r.call_id, key)
@@ -1070,11 +1111,12 @@ def inv_one_answer_in_order(s: RunState) -> bool:
         return True  # what is not committed by the end is discarded (R34, R35)
     # section 5: a request lacks its committed answer only while it is being decided (the newest, or
     # the one whose result landed), while it is in flight, or while its answer waits behind one of
-    # those; the first uncommitted answer never waits (answers are committed as soon as they can be)
+    # those; the first uncommitted answer never waits (answers are committed as soon as they can be),
+    # except behind an answer that ends the run, in the step before it does (INV-ESCALATION)
     flying = {e.request for e in s.executions if e.outcome is None and not e.abandoned}
     deciding = {len(s.requests) - 1} | ({s.focus} if s.focus is not None else set())
     first = len(s.answers)
-    if first in s.held:
+    if first in s.held and not (s.answers and _escalating(s, s.answers[-1])):
         return False
     return all(i in flying or i in deciding or i in s.held for i in range(first, len(s.requests)))
 
@@ -1244,13 +1286,9 @@ def inv_decision(s: RunState) -> bool:
     succeeded: set[tuple[str, str]] = set()
     started = 0
     started_per_tool: dict[str, int] = {}
-    for r in s.requests:
+    for r, (wf, listed, valid, key) in zip(s.requests, _request_facts(s), strict=True):
         a, ex = answers.get(r.index), executions.get(r.index)
         admitted = within(r.index, lim.max_requests)
-        wf = well_formed(r.call_id, r.name, r.arguments)
-        listed = wf and isinstance(r.name, str) and r.name in cfg.schemas
-        valid = listed and isinstance(r.arguments, dict) and arguments_valid(cfg.schemas[r.name], r.arguments)  # type: ignore[index]
-        key = content_key(r.name, r.arguments) if valid else ""  # type: ignore[arg-type]
         cid = r.call_id if isinstance(r.call_id, str) else ""
         binding = classify_binding(bound.get(cid), (cid, key) in succeeded, key) if valid else "fresh"
         if a is None and ex is None:  # still being decided
@@ -1333,7 +1371,10 @@ def inv_take_up_order(s: RunState) -> bool:
 
 def inv_abandon(s: RunState) -> bool:
     if s.status is None:
-        return not any(e.abandoned for e in s.executions)
+        # abandoning is for the end of the run: allowed early only in the step before an answer that
+        # ends it does (the executions it would abandon then are all after the abort point, R34)
+        ending = bool(s.answers) and _escalating(s, s.answers[-1])
+        return ending or not any(e.abandoned for e in s.executions)
     return not any(e.outcome is None and not e.abandoned for e in s.executions)
 
 
@@ -1443,10 +1484,17 @@ def drive(
     authorize: Callable[[RunState, Request], bool] = lambda s, r: True,
     tick: Callable[[RunState], float] | None = None,
     on_step: Callable[[RunState, str], None] | None = None,
+    arrive: Callable[[RunState, bool], int | None] | None = None,
 ) -> RunState:
     """Run ``s`` to its terminal state. ``model(s)`` gives the next response, ``outcome_for``
     the outcome of each attempt, ``tick(s)`` the clock reading before each step, ``on_step`` is
-    told the phase after every step (for invariant checks)."""
+    told the phase after every step (for invariant checks).
+
+    With ``max_concurrency`` > 1 (section 5) executions run in the background and ``arrive(s,
+    must)`` is the environment choosing which one completes next: the request index whose result
+    arrives, or ``None`` for none yet (only when ``must`` is false, before a take-up); its outcome
+    is ``outcome_for`` at that moment. By default results arrive only when the run waits, lowest
+    request first."""
 
     def step(label: str) -> None:
         if on_step is not None:
@@ -1480,7 +1528,9 @@ def drive(
             finish("FINAL_ANSWER")
             break
         assert s.response is not None
-        while s.cursor < len(s.response):
+        if s.config.max_concurrency > 1:
+            _drive_round_concurrently(s, outcome_for, authorize, arrive or _lowest_first, now, step, finish)
+        while s.status is None and s.cursor < len(s.response):
             now()
             admit_pending(s)
             action, code, binds = gate(s, authorize)
@@ -1514,6 +1564,79 @@ def drive(
             end_round(s)
             step("decided")
     return s
+
+
+def _lowest_first(s: RunState, must: bool) -> int | None:
+    return min(e.request for e in in_flight(s)) if must else None
+
+
+def _drive_round_concurrently(
+    s: RunState,
+    outcome_for: Callable[[RunState, Execution], Outcome],
+    authorize: Callable[[RunState, Request], bool],
+    arrive: Callable[[RunState, bool], int | None],
+    now: Callable[[], None],
+    step: Callable[[str], None],
+    finish: Callable[..., None],
+) -> None:
+    """One round of :func:`drive` with executions in the background: the transitions of section 5
+    (T29–T33) in the machine's order, the core's effects, the environment's arrivals."""
+    assert s.response is not None
+
+    def arrival(pick: int) -> tuple[int, Outcome]:
+        ex = next(e for e in s.executions if e.request == pick and e.outcome is None and not e.abandoned)
+        return pick, outcome_for(s, ex)
+
+    while s.status is None:
+        now()
+        flying = in_flight(s)
+        if flying and s.arrival is None and not take_up_blocked(s):
+            pick = arrive(s, False)  # has a result arrived before the take-up?
+            if pick is not None:
+                s.arrival = arrival(pick)
+        if flying and (s.arrival is not None or take_up_blocked(s)):
+            step("waiting")  # T29 / T30
+            now()
+            if _deadline_passed(s):
+                finish("DEADLINE")  # T32: the run stops waiting
+                return
+            if s.arrival is None:
+                pick = arrive(s, True)
+                assert pick is not None, "the run waits: a result must arrive"
+                s.arrival = arrival(pick)
+            land(s)  # T33
+            step("executing")
+            now()
+            if _retry_allowed(s):  # T22: the retry goes back in flight (T31)
+                begin_retry(s)
+                run_on(s)
+                continue
+            if s.outcome is not None and s.outcome.ok:
+                store_success(s)  # T21
+            else:
+                answer_failure(s)  # T23
+        else:
+            if s.cursor >= len(s.response):
+                return  # T07: nothing in flight, the proposal all taken up
+            admit_pending(s)
+            action, code, binds = gate(s, authorize)
+            if binds:
+                bind_id(s)
+            if action == REJECT:
+                assert code is not None
+                answer_error(s, code)
+            elif action == REPLAY:
+                answer_replay(s)
+            else:
+                begin_execution(s)  # T20: checks and reservation in one step
+                step("executing")
+                run_on(s)  # T31
+                continue
+        step("returned")
+        if any(GUARDS[g](s) for g in ("escalates_violation", "escalates_failure", "escalates_limit")):
+            finish(escalation_stop_reason(s), escalated=True)
+            return
+        next_item(s)
 
 
 _STATUS_OF: Final[Mapping[str, str]] = {

@@ -836,7 +836,7 @@ class _Run:
                         self._cancel_now()
                         continue
             with self._terminal_lock:
-                if state == "proposed":
+                if state == "proposed" and not core.waits(s):
                     core.admit_pending(s)
                 trigger = self.drive[state]
             fired = self.trigger(trigger)  # type: ignore[attr-defined]
@@ -1237,7 +1237,7 @@ class _ARun(_Run):
                 if self._cancelled():
                     self._cancel_now()
                     continue
-                if state == "proposed":
+                if state == "proposed" and not core.waits(s):
                     core.admit_pending(s)
                 fired = self.trigger(self.drive[state])  # type: ignore[attr-defined]
                 if not fired and not s.terminal:

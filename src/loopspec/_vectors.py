@@ -19,10 +19,13 @@ from ._spec import default_spec_path
 __all__ = [
     "VectorResult",
     "build_tools",
+    "completion_orders",
     "load_batch_vectors",
+    "load_concurrent_vectors",
     "load_loop_vectors",
     "observe",
     "run_batch_vector",
+    "run_concurrent_vector",
     "run_loop_vector",
 ]
 
@@ -72,7 +75,7 @@ def build_tools(specs: list[Mapping[str, Json]], failures: Mapping[str, str] | N
                 raise ToolFailure(fail[state["n"]], "injected by the vector")
             return inner(a, c)
 
-        tools.append(Tool.define(t["name"], fn, t.get("inputSchema")))
+        tools.append(Tool.define(t["name"], fn, t.get("inputSchema"), annotations=t.get("annotations")))
     return tools
 
 
@@ -118,6 +121,60 @@ def run_batch_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> 
     observed = observe(outcome)
     expected = {k: case["expect"].get(k) for k in ("results", "executed", "executions", "aborted")}
     return VectorResult(case["id"], observed == expected, expected, observed, outcome)
+
+
+# --------------------------------------------------------------------------------------------
+# Concurrent vectors (SPEC.md section 5)
+# --------------------------------------------------------------------------------------------
+
+
+def load_concurrent_vectors(path: str | Path | None = None) -> dict[str, Json]:
+    p = Path(path) if path is not None else conformance_dir() / "concurrent.json"
+    with p.open(encoding="utf-8") as fh:
+        doc = json.load(fh)
+    if doc.get("format") != "loopspec-concurrent-vectors/1":
+        raise ValueError(f"{p}: unsupported vector format {doc.get('format')!r}")
+    return doc  # type: ignore[no-any-return]
+
+
+def completion_orders(case: Mapping[str, Json]) -> list[tuple[int, ...]]:
+    """The completion orders a case is run under: every permutation of its request indices for
+    ``"all"``, or the ones it lists."""
+    import itertools
+
+    sched = case["schedules"]
+    if sched == "all":
+        return list(itertools.permutations(range(len(case["calls"]))))
+    return [tuple(s) for s in sched]
+
+
+def in_order(order: tuple[int, ...]) -> Callable[[tuple[int, ...], bool], int | None]:
+    """A completion order as the engine's schedule: a result is released only when the run waits for
+    one (every take-up that can happen has happened), and then the first of ``order`` still running."""
+
+    def schedule(pending: tuple[int, ...], must: bool) -> int | None:
+        if not must:
+            return None
+        return next((i for i in order if i in pending), pending[0])
+
+    return schedule
+
+
+def run_concurrent_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> list[tuple[tuple[int, ...], VectorResult]]:
+    """Run the case once per completion order; each must give ``expect``."""
+    specs = case["tools"] if "tools" in case else toolsets[case["toolset"]]
+    out = []
+    for order in completion_orders(case):
+        tools = build_tools(specs, case.get("failures"))
+        outcome = run_batch(
+            case["calls"], tools=tools, budget=case["budget"], mode=case["mode"],
+            principal=case.get("principal", "anonymous"), run_id=case["id"],
+            max_concurrency=case["maxConcurrency"], overlap=case.get("overlap", "read-only"), schedule=in_order(order),
+        )
+        observed = observe(outcome)
+        expected = {k: case["expect"].get(k) for k in ("results", "executed", "executions", "aborted")}
+        out.append((order, VectorResult(case["id"], observed == expected, expected, observed, outcome)))
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ class ToolDef:
     input_schema: Mapping[str, Json] | None
     max_executions: int | None
     schema: ToolSchema = field(default_factory=ToolSchema)
+    read_only: bool = False  # its MCP readOnlyHint: under the default overlap policy its calls overlap (R30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,16 +57,33 @@ class Scope:
     model_error: bool = False
     final: bool = False
     expected: Mapping[str, int] = field(default_factory=dict)
+    # -- section 5: concurrent execution (the defaults leave a scope sequential) ------------
+    concurrency: tuple[int, ...] = (1,)  # the max_concurrency values explored
+    tools: tuple[str, ...] | None = None  # the tools of the alphabet (default: every [[tool]])
+    values: int | None = None  # how many of the argument values (default: all)
+    invalid: bool = True  # calls with an invalid argument value are in the alphabet
+    tool_limits: Mapping[str, int] | None = None  # per-tool limits instead of the [[tool]] ones (loop only)
+    cancel_in_flight: bool = False  # cancellation only while executions are in flight
+    slow: bool = False  # explored only when named (--scope): a larger bound the test suite marks slow
 
     @property
     def batch(self) -> bool:
         return self.kind == "batch"
+
+    @property
+    def concurrent(self) -> bool:
+        return any(c > 1 for c in self.concurrency)
 
     def describe(self) -> dict[str, Json]:
         out: dict[str, Json] = {
             "kind": self.kind, "calls": self.calls, "ids": self.ids, "budgets": list(self.budgets),
             "modes": list(self.modes), "failures": list(self.failures), "malformed": self.malformed,
         }
+        if self.concurrent:
+            out.update({"concurrency": list(self.concurrency), "tools": list(self.tools) if self.tools else None,
+                        "values": self.values, "invalid": self.invalid,
+                        "tool_limits": dict(self.tool_limits) if self.tool_limits is not None else None,
+                        "cancel_in_flight": self.cancel_in_flight})
         if not self.batch:
             out.update({
                 "on_limit": list(self.on_limit), "max_rounds": self.max_rounds, "max_requests": self.max_requests,
@@ -100,7 +118,7 @@ def default_bounds_path() -> Path:
 
 
 _SCOPE_INTS = ("calls", "ids", "max_rounds", "max_requests", "max_retries")
-_SCOPE_BOOLS = ("malformed", "cancel", "authorize", "model_error", "final")
+_SCOPE_BOOLS = ("malformed", "cancel", "authorize", "model_error", "final", "invalid", "cancel_in_flight", "slow")
 
 
 def _err(path: str, where: str, msg: str) -> BoundsError:
@@ -127,7 +145,8 @@ def _strs(path: str, where: str, v: object, allowed: Sequence[str] | None = None
 
 def _scope(path: str, name: str, raw: Mapping[str, Any]) -> Scope:
     where = f"scope.{name}"
-    known = {"kind", "budgets", "modes", "on_limit", "failures", "deadline", "expected", *_SCOPE_INTS, *_SCOPE_BOOLS}
+    known = {"kind", "budgets", "modes", "on_limit", "failures", "deadline", "expected", "concurrency", "tools",
+             "values", "tool_limits", *_SCOPE_INTS, *_SCOPE_BOOLS}
     for k in raw:
         if k not in known:
             raise _err(path, f"{where}.{k}", "unknown field")
@@ -167,6 +186,20 @@ def _scope(path: str, name: str, raw: Mapping[str, Any]) -> Scope:
             if isinstance(d, bool) or not isinstance(d, int | float) or d <= 0:
                 raise _err(path, f"{where}.deadline", "expected a positive number of seconds")
             kw["deadline"] = float(d)
+    if "concurrency" in raw:
+        cr = raw["concurrency"]
+        if not isinstance(cr, list) or not cr:
+            raise _err(path, f"{where}.concurrency", "expected a non-empty list of integers (max_concurrency values)")
+        kw["concurrency"] = tuple(_int(path, f"{where}.concurrency", c, 1, 6) for c in cr)
+    if "tools" in raw:
+        kw["tools"] = _strs(path, f"{where}.tools", raw["tools"])
+    if "values" in raw:
+        kw["values"] = _int(path, f"{where}.values", raw["values"], 1, 6)
+    if "tool_limits" in raw:
+        tl = raw["tool_limits"]
+        if kind == "batch" or not isinstance(tl, dict):
+            raise _err(path, f"{where}.tool_limits", "a table of per-tool limits (loop scopes only)")
+        kw["tool_limits"] = {str(k): _int(path, f"{where}.tool_limits.{k}", v, 0, 12) for k, v in tl.items()}
     expected_raw = raw.get("expected", {})
     if not isinstance(expected_raw, dict):
         raise _err(path, f"{where}.expected", "expected a table")
@@ -196,7 +229,7 @@ def parse_bounds(doc: Mapping[str, Any], path: str = "<bounds>") -> Bounds:
         if not isinstance(t, dict):
             raise _err(path, where, "expected a table")
         for k in t:
-            if k not in ("name", "allow_listed", "argument", "input_schema", "max_executions"):
+            if k not in ("name", "allow_listed", "argument", "input_schema", "max_executions", "read_only"):
                 raise _err(path, f"{where}.{k}", "unknown field")
         name, arg = t.get("name"), t.get("argument")
         if not isinstance(name, str) or not name:
@@ -218,7 +251,10 @@ def parse_bounds(doc: Mapping[str, Any], path: str = "<bounds>") -> Bounds:
         me = t.get("max_executions")
         if me is not None:
             me = _int(path, f"{where}.max_executions", me, 0, 12)
-        tools.append(ToolDef(name, listed, arg, raw_schema, me, schema))
+        ro = t.get("read_only", False)
+        if not isinstance(ro, bool):
+            raise _err(path, f"{where}.read_only", "expected true or false")
+        tools.append(ToolDef(name, listed, arg, raw_schema, me, schema, ro))
     if len({t.name for t in tools}) != len(tools):
         raise _err(path, "tool", "duplicate tool names")
     if not any(t.allow_listed for t in tools):
@@ -231,7 +267,22 @@ def parse_bounds(doc: Mapping[str, Any], path: str = "<bounds>") -> Bounds:
         if not isinstance(raw, dict):
             raise _err(path, f"scope.{name}", "expected a table")
         scopes[name] = _scope(path, name, raw)
+        _check_scope_tools(path, scopes[name], tools, values)
     return Bounds(path, principal, values, tuple(tools), scopes)
+
+
+def _check_scope_tools(path: str, sc: Scope, tools: Sequence[ToolDef], values: Sequence[str]) -> None:
+    names = {t.name for t in tools}
+    for n in sc.tools or ():
+        if n not in names:
+            raise _err(path, f"scope.{sc.name}.tools", f"no [[tool]] named {n!r}")
+    if sc.tools is not None and not any(t.allow_listed and t.name in sc.tools for t in tools):
+        raise _err(path, f"scope.{sc.name}.tools", "at least one allow-listed tool")
+    for n in sc.tool_limits or {}:
+        if n not in names:
+            raise _err(path, f"scope.{sc.name}.tool_limits", f"no [[tool]] named {n!r}")
+    if sc.values is not None and sc.values > len(values):
+        raise _err(path, f"scope.{sc.name}.values", f"at most {len(values)} (the values listed)")
 
 
 def load_bounds(path: str | Path | None = None) -> Bounds:
@@ -262,7 +313,9 @@ def apply_overrides(bounds: Bounds, overrides: Sequence[str]) -> Bounds:
         raw = _scope_to_raw(scope)
         raw[fld] = parsed
         raw.pop("expected", None)  # expected figures belong to the committed bounds only
-        bounds = bounds.with_scope(_scope(f"--bound {ov}", scope_name, raw))
+        new = _scope(f"--bound {ov}", scope_name, raw)
+        _check_scope_tools(f"--bound {ov}", new, bounds.tools, bounds.values)
+        bounds = bounds.with_scope(new)
     return bounds
 
 
@@ -278,6 +331,20 @@ def _scope_to_raw(s: Scope) -> dict[str, Any]:
             raw["max_requests"] = s.max_requests
         if s.deadline is not None:
             raw["deadline"] = s.deadline
+        if s.tool_limits is not None:
+            raw["tool_limits"] = dict(s.tool_limits)
+    if s.concurrency != (1,):
+        raw["concurrency"] = list(s.concurrency)
+    if s.tools is not None:
+        raw["tools"] = list(s.tools)
+    if s.values is not None:
+        raw["values"] = s.values
+    if not s.invalid:
+        raw["invalid"] = False
+    if s.cancel_in_flight:
+        raw["cancel_in_flight"] = True
+    if s.slow:
+        raw["slow"] = True
     return raw
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "replay",
     "replay_core",
     "replay_engine",
+    "schedule",
 ]
 
 Json = Any
@@ -87,9 +88,16 @@ def lift(bounds: Bounds, scope: Scope, sem: Semantics, path: Sequence[tuple[Json
          expected: Sequence[str] = ()) -> Lifted:
     """Follow ``path`` (from the explorer) with concrete core steps."""
     U = Universe.build(bounds, scope)
-    ref = ReferenceModel(U, sem)
     first_key = path[0][0]
-    cfg_index = first_key[0][1]
+    ref: Any
+    if U.concurrent:
+        from .concurrent import ConcurrentModel
+
+        ref = ConcurrentModel(U, sem)
+        cfg_index = first_key[0]
+    else:
+        ref = ReferenceModel(U, sem)
+        cfg_index = first_key[0][1]
     cfg = U.configs[cfg_index]
     m = Machine(tables().spec.initial.id, RunState(cfg.config))
     if ref.key(cfg_index, m) != first_key:
@@ -127,6 +135,38 @@ def lift(bounds: Bounds, scope: Scope, sem: Semantics, path: Sequence[tuple[Json
     return Lifted(scope, sem, cfg, U, tuple(steps))
 
 
+def schedule(lf: Lifted) -> list[str]:
+    """Section 5: the run's interleaving in one line per event — each take-up, each start, each
+    result as it arrives (the environment's choice of completion order), the clock passing the
+    deadline, a cancellation, and the end. Data first: counterexample.json carries it, the text and
+    the corpus summary print it."""
+    out: list[str] = []
+    for st in lf.steps:
+        b, a = st.before.s, st.after.s
+        for point, label in st.choice:
+            if point == "tick" and label == "yes":
+                out.append("deadline passes")
+            elif point == "cancel" and label == "yes":
+                out.append("cancel")
+            elif point == "arrival" and label != "none":
+                req, _, o = label[1:].partition(":")
+                out.append(f"#{req} completes: {o}")
+        if len(a.requests) > len(b.requests):
+            r = a.requests[-1]
+            out.append(f"take up #{r.index} {r.call_id} {r.name}")
+        if len(a.executions) > len(b.executions):
+            out.append(f"#{a.executions[-1].request} starts")
+        for e in a.executions:
+            old = next((x for x in b.executions if x.ordinal == e.ordinal), None)
+            if old is not None and e.attempts > old.attempts:
+                out.append(f"#{e.request} retries")
+        if a.status is not None and b.status is None:
+            out.append(f"ends {a.status}" + (f", aborted at #{a.aborted[0]} ({a.aborted[1]})" if a.aborted else "")
+                       + (f", abandoning {', '.join(f'#{e.request}' for e in a.executions if e.abandoned)}"
+                          if any(e.abandoned for e in a.executions) else ""))
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # The engine's view of a run
 # --------------------------------------------------------------------------------------------
@@ -147,6 +187,9 @@ class Script:
     authorize: list[bool] = field(default_factory=list)
     tick_at: int | None = None  # the step before which the clock reads the deadline
     cancel_at: int | None = None  # the step at which the run is cancelled
+    #: section 5: the completion order — each time the run asks whether a result has arrived (before
+    #: a take-up) or waits for one, the request whose result arrives (``None``: none has yet)
+    schedule: list[int | None] | None = None
 
     def to_json(self) -> dict[str, Json]:
         out: dict[str, Json] = {"kind": self.kind, "config": self.config, "tools": self.tools}
@@ -158,14 +201,18 @@ class Script:
             out["tick_at"] = self.tick_at
             out["cancel_at"] = self.cancel_at
         out["outcomes"] = self.outcomes
+        if self.schedule is not None:
+            out["schedule"] = self.schedule
         return out
 
     @staticmethod
     def from_json(d: Mapping[str, Json]) -> Script:
         kind = d["kind"]
         responses = [d.get("calls", [])] if kind == "batch" else list(d.get("responses", []))
+        sched = d.get("schedule")
         return Script(kind, dict(d["config"]), list(d["tools"]), responses, [list(x) for x in d.get("outcomes", [])],
-                      list(d.get("authorize", [])), d.get("tick_at"), d.get("cancel_at"))
+                      list(d.get("authorize", [])), d.get("tick_at"), d.get("cancel_at"),
+                      None if sched is None else list(sched))
 
     @staticmethod
     def from_steps(lf: Lifted) -> Script:
@@ -174,8 +221,22 @@ class Script:
         outcomes: list[list[str]] = []
         auth: list[bool] = []
         tick_at = cancel_at = None
+        sched: list[int | None] = []
         for st in lf.steps:
             for point, label in st.choice:
+                if point == "arrival":
+                    if label == "none":
+                        sched.append(None)
+                        continue
+                    req_s, _, o = label[1:].partition(":")
+                    ex = next(e for e in st.before.s.executions if e.request == int(req_s))
+                    while len(outcomes) < ex.ordinal:
+                        outcomes.append([])
+                    while len(outcomes[ex.ordinal - 1]) < ex.attempts:
+                        outcomes[ex.ordinal - 1].append("ok")
+                    outcomes[ex.ordinal - 1][ex.attempts - 1] = o
+                    sched.append(int(req_s))
+                    continue
                 if point == "response":
                     responses.append(_response_json(U, label))
                 elif point == "next" and label != "end":
@@ -193,10 +254,14 @@ class Script:
                     cancel_at = st.index
         if lf.scope.batch and not responses:
             responses.append([])
-        tools = [{"name": t.name, "input_schema": t.input_schema, "max_executions": t.max_executions}
+        limits = lf.config.config.tool_limits
+        tools = [{"name": t.name, "input_schema": t.input_schema,
+                  "max_executions": limits.get(t.name) if not lf.scope.batch else t.max_executions,
+                  **({"annotations": {"readOnlyHint": True}} if t.read_only else {})}
                  for t in U.tools if t.allow_listed]
+        concurrent = lf.config.config.max_concurrency > 1
         return Script("batch" if lf.scope.batch else "loop", lf.config.to_json(), tools, responses, outcomes,
-                      auth, tick_at, cancel_at)
+                      auth, tick_at, cancel_at, sched if concurrent else None)
 
 
 def _response_json(U: Universe, label: str) -> Json:
@@ -232,6 +297,7 @@ class _Scripted:
         self.auth = 0
         self.executions = 0
         self.attempt = 0
+        self.arrivals = 0
         self.cancel = CancelToken()
 
     def response(self) -> Json:
@@ -247,6 +313,14 @@ class _Scripted:
         a = self.s.authorize[self.auth] if self.auth < len(self.s.authorize) else True
         self.auth += 1
         return a
+
+    def arrival(self, pending: tuple[int, ...], must: bool) -> int | None:
+        """Section 5: the next entry of the script's schedule (for the engine's ScriptedBackground
+        and for the stepper's arrival question alike: both ask at the same points, in order)."""
+        sched = self.s.schedule or []
+        pick = sched[self.arrivals] if self.arrivals < len(sched) else (pending[0] if must else None)
+        self.arrivals += 1
+        return pick
 
 
 def _tools(script: Script, sc: _Scripted) -> list[Tool]:
@@ -268,7 +342,8 @@ def _tools(script: Script, sc: _Scripted) -> list[Tool]:
 
         return fn
 
-    return [Tool.define(t["name"], make(t["name"]), t.get("input_schema"), max_executions=t.get("max_executions"))
+    return [Tool.define(t["name"], make(t["name"]), t.get("input_schema"), max_executions=t.get("max_executions"),
+                        annotations=t.get("annotations"))
             for t in script.tools]
 
 
@@ -334,9 +409,12 @@ def _run_loop(script: Script, sc: _Scripted, tools: list[Tool], observer: Any) -
     def authorize(principal: str, name: str, args: dict[str, Json]) -> bool:
         return sc.authorized()
 
+    conc: dict[str, Any] = {}
+    if cfg.get("max_concurrency", 1) > 1:
+        conc = {"max_concurrency": cfg["max_concurrency"], "overlap": "read-only", "schedule": sc.arrival}
     return run_loop(model, tools=tools, limits=lim, mode=cfg["mode"], on_limit=cfg["on_limit"],
                     principal=cfg["principal"], clock=clock, authorize=authorize if cfg.get("authorize") else None,
-                    cancel=sc.cancel if cfg.get("cancel") else None, run_id="verify", observer=observer)
+                    cancel=sc.cancel if cfg.get("cancel") else None, run_id="verify", observer=observer, **conc)
 
 
 class _nullctx:
@@ -389,6 +467,13 @@ class _ScriptOracle:
         if point == "outcome":
             ex = s.executions[-1]
             return self.sc.outcome(ex.ordinal, ex.attempts)
+        if point == "arrival":
+            pending = tuple(e.request for e in core.in_flight(s))
+            pick = self.sc.arrival(pending, "none" not in options)
+            if pick is None:
+                return "none"
+            ex = next(e for e in s.executions if e.request == pick)
+            return f"#{pick}:{self.sc.outcome(ex.ordinal, ex.attempts)}"
         raise ValueError(f"replay: unexpected question {point!r}")
 
 
@@ -476,4 +561,5 @@ def counterexample_json(lf: Lifted) -> dict[str, Json]:
         "steps": steps,
         "trace": {"path": path, "failed": failed},
         "replay": lf.script().to_json(),
+        **({"schedule": schedule(lf)} if lf.config.config.max_concurrency > 1 else {}),
     }

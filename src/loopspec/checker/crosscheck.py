@@ -10,6 +10,12 @@
   the compact, live-variable-reduced, symmetry-reduced key: so two histories with the same key
   have the same futures and verdicts (at that bound), which is what makes the reduction sound.
 
+For a concurrent scope (section 5, :mod:`loopspec.checker.concurrent`) the two checks are about
+that model's own shortcuts: ``fast_vs_reference`` compares its incremental verdicts (only the
+invariants that read a field the step changed) with every invariant evaluated in every state, and
+``tree_vs_dedup`` compares the search without symmetry (ids as they are) with the symmetric one:
+mapped to canonical form, the same states, edges and verdicts.
+
 ``loopspec verify --crosscheck`` runs both; the test suite runs them for the core and the
 corpus.
 """
@@ -92,6 +98,15 @@ def _diff(a: EdgeMap, b: EdgeMap, name_a: str, name_b: str, limit: int = 5) -> l
 def fast_vs_reference(bounds: Bounds, scope: Scope, sem: Semantics = CORE, *, views: bool = True) -> list[str]:
     """Differences between the fast and the reference model (empty when they agree)."""
     U = Universe.build(bounds, scope)
+    if U.concurrent:
+        from .concurrent import ConcurrentModel
+
+        full = edge_map(ConcurrentModel(U, sem, check="all"))
+        incremental = edge_map(ConcurrentModel(U, sem))
+        out = _diff(full, incremental, "every invariant", "incremental")
+        if full.states != incremental.states and not out:
+            out.append("reached states differ")
+        return out
     ref = edge_map(ReferenceModel(U, sem))
     fast = edge_map(FastModel(U, sem, views=views))
     out = _diff(ref, fast, "reference", "fast")
@@ -103,6 +118,17 @@ def fast_vs_reference(bounds: Bounds, scope: Scope, sem: Semantics = CORE, *, vi
 def tree_vs_dedup(bounds: Bounds, scope: Scope, sem: Semantics = CORE) -> list[str]:
     """Differences between exploring every history separately and exploring by compact key."""
     U = Universe.build(bounds, scope)
+    if U.concurrent:
+        from .concurrent import ConcurrentModel
+
+        canon = ConcurrentModel(U, sem, check="all")
+        plain = ConcurrentModel(U, sem, symmetry=False, check="all")
+
+        def canonical(node: Any) -> Json:
+            cfg, m = node
+            return canon.key(cfg, m)
+
+        return _diff(edge_map(plain, key_of=canonical), edge_map(canon), "no symmetry", "symmetry")
     keyed = ReferenceModel(U, sem)
     tree = ReferenceModel(U, sem, key="full")
 

@@ -54,6 +54,10 @@ def _environment(lf: Lifted, st: Step) -> list[str]:
         elif point == "outcome":
             out.append({"ok": "the tool return a value", "late": "the run be cancelled while the tool runs"}.get(
                 label, f"the tool fail with {label}"))
+        elif point == "arrival" and label != "none":
+            req, _, o = label[1:].partition(":")
+            what = "a value" if o == "ok" else f"the failure {o}"
+            out.append(f"the result of request {req} arrive next ({what}), whatever the others are doing")
     return out
 
 
@@ -82,10 +86,21 @@ def _facts(st: Step) -> list[str]:
         e = a.executions[-1]
         out.append(f"execution {e.ordinal} ends failed after {e.attempts - 1} retr{'y' if e.attempts == 2 else 'ies'} "
                    f"of {a.config.limits.max_retries} allowed, before the deadline — a retry was due")
+    if st.transition.effect == "run_on":
+        out.append("it runs on in the background; in flight: " + ", ".join(f"#{x.request}" for x in core.in_flight(a)))
+    for e in a.executions:
+        old = next((x for x in b.executions if x.ordinal == e.ordinal), None)
+        if old is not None and old.outcome is None and e.outcome is not None and not old.abandoned:
+            res = f"ok {_c(e.outcome.output)}" if e.outcome.ok else str(e.outcome.category)
+            out.append(f"the result of request {e.request} lands: {res}" + (" — after the deadline" if e.landed_late else ""))
+        if e.abandoned and (old is None or not old.abandoned):
+            out.append(f"execution {e.ordinal} of request {e.request} is abandoned (still running)")
+    for i in sorted(set(a.held) - set(b.held)):
+        out.append(f"request {i}'s answer ({a.held[i].code or 'ok'}) is known, and waits for the answers before it")
     if len(a.answers) > len(b.answers):
-        ans = a.answers[-1]
-        what = (f"ok {_c(ans.output)}" + (" (replayed)" if ans.replayed else "")) if ans.status == "ok" else ans.code
-        out.append(f"request {ans.index} is answered: {what}")
+        for ans in a.answers[len(b.answers):]:
+            what = (f"ok {_c(ans.output)}" + (" (replayed)" if ans.replayed else "")) if ans.status == "ok" else ans.code
+            out.append(f"request {ans.index} is answered: {what}")
     elif len(a.answers) < len(b.answers):
         out.append(f"{len(b.answers) - len(a.answers)} answer(s) removed from the results")
     if a.late_model_requests > b.late_model_requests:
@@ -118,10 +133,15 @@ def _state_excerpt(s: RunState, fields: frozenset[str]) -> list[str]:
                 + (f" [{e.late_retries} retr{'y' if e.late_retries == 1 else 'ies'} after the deadline]"
                    if e.late_retries else "")
                 + (" [failed while a retry was due]" if e.retry_skipped else "")
+                + (" [in flight]" if e.outcome is None and not e.abandoned else "")
+                + (" [abandoned]" if e.abandoned else "")
                 for e in s.executions))
         elif f == "aborted_answer":
             x = s.aborted_answer
             out.append("aborted_answer: " + ("null" if x is None else f"{x.index}:{_c(x.call_id)} {x.code}"))
+        elif f == "held":
+            out.append("held: " + ("{}" if not s.held else "; ".join(
+                f"{i}:{_c(x.call_id)} {x.code or 'ok'}" for i, x in sorted(s.held.items()))))
         elif f == "bindings":
             out.append("bindings: " + "; ".join(f"{k}→{b.name}({b.key.split(chr(0), 1)[1]})"
                                                 + (f" result {_c(b.success[0])}" if b.success else "")
@@ -146,6 +166,10 @@ def explain(lf: Lifted) -> str:
     if lf.semantics.doc and lf.semantics.name != "core":
         lines.append(f"  ({lf.semantics.doc})")
     lines.append(f"It breaks {', '.join(lf.violated)}.")
+    if cfg.config.max_concurrency > 1:
+        from .counterexample import schedule
+
+        lines.append("Schedule: " + " · ".join(schedule(lf)))
     lines.append("")
     for st in lf.steps:
         t = st.transition

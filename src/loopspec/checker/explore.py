@@ -107,7 +107,18 @@ class Progress:
     frontier: int
 
 
-def make_model(U: Universe, sem: Semantics, kind: str) -> FastModel | ReferenceModel:
+def make_model(U: Universe, sem: Semantics, kind: str) -> Any:
+    if U.concurrent:
+        # section 5: a step involves several requests; whole RunStates (see checker.concurrent)
+        from .concurrent import ConcurrentModel
+
+        if kind == "fast":
+            return ConcurrentModel(U, sem)
+        if kind == "reference":
+            return ConcurrentModel(U, sem, check="all")
+        if kind == "tree":
+            return ConcurrentModel(U, sem, key="full", check="all")
+        raise ValueError(f"unknown model {kind!r} (fast, reference, tree)")
     if kind == "fast":
         return FastModel(U, sem)
     if kind == "reference":
@@ -138,6 +149,8 @@ def explore(
     parent = array("q")
     steps: list[tuple[Choice, str] | None] = []
     frontier: list[tuple[int, Json]] = []
+    if hasattr(m, "seen"):
+        m.seen = index.__contains__
     for k, node in m.initial():
         if k not in index:
             index[k] = len(keys)
@@ -196,7 +209,11 @@ def explore(
     ex.complete = violation is None
     if isinstance(m, FastModel):
         ex.memo_misses, ex.memo_hits, ex.memo_fallbacks = m.misses, m.hits, m.fallbacks
-    if count_orbits:
+    if count_orbits and U.concurrent:
+        from .concurrent import ConcurrentModel
+
+        ex.orbit_states = _count_states(ConcurrentModel(U, sem, symmetry=False))
+    elif count_orbits:
         from .state import orbit_size
 
         decode = getattr(m, "decode", None) or (lambda x: x)
@@ -204,6 +221,27 @@ def explore(
     if progress is not None:
         progress(Progress(scope.name, ex.states, ex.transitions, ex.depth, ex.seconds, 0))
     return ex
+
+
+def _count_states(m: Any) -> int:
+    """The states a model reaches (no violation expected: the symmetric search found none)."""
+    seen = {}
+    frontier = []
+    for k, node in m.initial():
+        if k not in seen:
+            seen[k] = True
+            frontier.append(node)
+    while frontier:
+        nxt = []
+        for node in frontier:
+            if m.is_terminal(node):
+                continue
+            for _, _, k, node2, bad, _ in m.expand(node):
+                if not bad and k not in seen:
+                    seen[k] = True
+                    nxt.append(node2)
+        frontier = nxt
+    return len(seen)
 
 
 def _path(keys: list[Json], parent: array, steps: list[tuple[Choice, str] | None], si: int) -> tuple[tuple[Json, Choice, str], ...]:

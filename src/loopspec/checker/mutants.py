@@ -26,7 +26,7 @@ from typing import Any
 from .. import _core as core
 from .._core import Answer, Binding, Execution, RunState
 from .bounds import Bounds, load_bounds
-from .counterexample import Lifted, lift
+from .counterexample import Lifted, lift, schedule
 from .explore import Exploration, explore
 from .semantics import CORE, Semantics, tool_output
 
@@ -180,6 +180,98 @@ def _lim(s: RunState) -> int | None:
     return s.config.limits.max_executions
 
 
+# -- section 5: the classic races of concurrent tool execution ---------------------------------
+
+
+def _budget_left_counting_returns(s: RunState) -> bool:
+    """BUG (check-then-act): the execution counter is incremented when an execution returns, so
+    the check before a start does not see the executions still in flight."""
+    done = sum(1 for e in s.executions if e.outcome is not None)
+    return core.within(done, s.config.limits.max_executions)
+
+
+def _in_completion_order(fn: str) -> Callable[..., Answer]:
+    """BUG: a result is appended to the answers when it arrives (completion order)."""
+
+    def give(s: RunState, *args: Any) -> Answer:
+        a: Answer = _ORIGINAL.fn(fn)(s, *args)
+        if a.index in s.held:
+            del s.held[a.index]
+            s.answers.append(a)
+        return a
+
+    give.__name__ = f"{fn}_in_completion_order"
+    return give
+
+
+def _answer_failure_cancelling_siblings(s: RunState) -> Answer:
+    """BUG (what a TaskGroup does when a task raises): a failure cancels every other execution of
+    the response that is still running; their answers are lost."""
+    a: Answer = _ORIGINAL.fn("answer_failure")(s)
+    for e in core.in_flight(s):
+        e.abandoned = True
+    return a
+
+
+def _take_up_not_waiting_for_the_id(s: RunState) -> bool:
+    """BUG: a request is taken up while an execution of its call id is still running; with no stored
+    result yet it looks unresolved, and executes a second time (R33)."""
+    if s.config.max_concurrency <= 1:
+        return False
+    flying = core.in_flight(s)
+    if not flying:
+        return False
+    resp = s.response
+    if resp is None or s.cursor >= len(resp) or len(flying) >= s.config.max_concurrency:
+        return True
+    if any(e.tool in s.config.barriers for e in flying):
+        return True
+    call = resp[s.cursor]
+    if isinstance(call, dict) and isinstance(call.get("name"), str) and call["name"] in s.config.barriers:
+        return True
+    return any(core._escalating(s, a) for a in s.held.values())
+
+
+def _focus_answer(s: RunState) -> Answer | None:
+    if s.focus is not None and s.focus in s.held:
+        return s.held[s.focus]
+    return s.answers[-1] if s.answers else None
+
+
+def _escalates_failure_in_time(s: RunState) -> bool:
+    """BUG: a failure ends the run the moment it arrives, even while an earlier request still runs."""
+    a = _focus_answer(s)
+    return (a is not None and a.index == s.current.index and a.code is not None
+            and core.code_kind(a.code) == "failure" and s.config.mode == "abort")
+
+
+def _stop_reason_in_time(s: RunState) -> str:
+    a = _focus_answer(s)
+    assert a is not None and a.code is not None
+    return core.CODE_TABLE[a.code][2]
+
+
+def _terminate_in_time(s: RunState, stop_reason: str, status: str, *, escalated: bool = False) -> None:
+    if escalated and s.focus is not None and s.focus in s.held:
+        a = s.held.pop(s.focus)  # the aborting answer was never committed: the earlier ones are missing
+        assert a.code is not None
+        s.aborted, s.aborted_answer = (a.index, a.code), a
+        escalated = False
+        if s.status is None:
+            s.answers.append(a)  # popped again by terminate(escalated=True) below
+            escalated = True
+    _ORIGINAL.fn("terminate")(s, stop_reason, status, escalated=escalated)
+
+
+def _terminate_abandoning_the_newest_only(s: RunState, stop_reason: str, status: str, *, escalated: bool = False) -> None:
+    """BUG: cancellation (or the deadline) reaches only the execution started last; the others keep
+    running and their results are still expected."""
+    flying = core.in_flight(s)
+    _ORIGINAL.fn("terminate")(s, stop_reason, status, escalated=escalated)
+    for e in flying[:-1]:
+        e.abandoned = False
+
+
 # --------------------------------------------------------------------------------------------
 # The corpus
 # --------------------------------------------------------------------------------------------
@@ -297,6 +389,39 @@ MUTANTS: tuple[Mutant, ...] = (
            "A temporary failure is never retried: its first failure is the execution's outcome (R23: it is "
            "retried while fewer than max_retries retries have been made and the deadline has not passed).",
            "loop", guards={"retry_allowed": lambda s: False}, rules=("R23",), breaks=("INV-RETRY-DUE",)),
+    # Section 5: the classic races of concurrent tool execution (scope `concurrent`).
+    mutant("budget-check-then-act",
+           "The execution counter counts executions that have returned: two calls taken up while the first "
+           "still runs both pass a budget of one (R31: the reservation is made in the step that checks).",
+           "concurrent", guards={"budget_left": _budget_left_counting_returns}, rules=("R9", "R31"),
+           breaks=("INV-EXEC-BUDGET",)),
+    mutant("answers-in-completion-order",
+           "A result is appended to the answers when it arrives, so the answers follow the completion order "
+           "(R32: they are committed in request order).",
+           "concurrent", functions={"store_success": _in_completion_order("store_success"),
+                                    "answer_failure": _in_completion_order("answer_failure")},
+           rules=("R11", "R32"), breaks=("INV-ONE-ANSWER-IN-ORDER",)),
+    mutant("sibling-failure-drops-answers",
+           "A failed execution cancels the response's other executions still running, whose answers are "
+           "lost (R32: a sibling's failure never loses another call's answer).",
+           "concurrent", functions={"answer_failure": _answer_failure_cancelling_siblings}, rules=("R32",),
+           breaks=("INV-ONE-ANSWER-IN-ORDER",)),
+    mutant("in-flight-replay-executes-twice",
+           "A call whose id is still executing is taken up at once: with no stored result yet it executes "
+           "a second time (R33: it waits for the first execution's result).",
+           "concurrent", guards={"take_up_blocked": _take_up_not_waiting_for_the_id}, rules=("R33",),
+           breaks=("INV-TAKE-UP-ORDER",)),
+    mutant("abort-at-first-failure-in-time",
+           "In abort mode the first failure to arrive ends the run at its request, while an earlier request "
+           "is still running (R34: the abort point is the lowest request index).",
+           "concurrent", guards={"escalates_failure": _escalates_failure_in_time},
+           functions={"escalation_stop_reason": _stop_reason_in_time, "terminate": _terminate_in_time},
+           rules=("R13", "R34"), breaks=("INV-ABORT-PREFIX",)),
+    mutant("cancellation-not-propagated",
+           "Cancelling the run (or its deadline passing) abandons only the execution started last; the "
+           "others keep running (R35: it reaches every running call).",
+           "concurrent", functions={"terminate": _terminate_abandoning_the_newest_only}, rules=("R26", "R35"),
+           breaks=("INV-ABANDON",)),
 )
 
 #: Variants that break a MUST of SPEC.md which no invariant of loop.toml checks: the checker explores
@@ -336,6 +461,7 @@ class MutantResult:
             "violated": sorted(lf.violated),
             "path": lf.path,
             "config": lf.config.label,
+            **({"schedule": schedule(lf)} if lf.config.config.max_concurrency > 1 else {}),
         }
 
 

@@ -249,6 +249,7 @@ class Env:
     authorize: bool
     model_error: bool
     final: bool
+    cancel_in_flight: bool = False  # section 5 scopes: cancellation only while executions are in flight
 
     def response_options(self, s: RunState) -> tuple[str, ...]:
         opts: list[str] = []
@@ -398,7 +399,7 @@ def step(sem: Semantics, env: Env, m: Machine, oracle: Oracle, tb: _Tables | Non
     trigger = tb.drive[m.state]
     if late_pending(m):
         trigger = "cancel"  # the tool is still running and the run was cancelled (R26)
-    elif env.cancel and oracle.choose("cancel", ("no", "yes")) == "yes":
+    elif env.cancel and (not env.cancel_in_flight or core.in_flight(s)) and oracle.choose("cancel", ("no", "yes")) == "yes":
         trigger = "cancel"
     else:
         # the engine reads the clock before every step; only the groups whose guards or state
@@ -410,8 +411,9 @@ def step(sem: Semantics, env: Env, m: Machine, oracle: Oracle, tb: _Tables | Non
             s.now = d
         if s.config.max_concurrency > 1:
             _arrival(sem, env, m, oracle)
-        if m.state == "proposed":
-            sem.fn("admit_pending")(s)  # the engine takes up the call at the cursor (R26)
+        # the engine takes up the call at the cursor (R26), not while it lands a result or waits (section 5)
+        if m.state == "proposed" and not core.waits(s, sem.guards):
+            sem.fn("admit_pending")(s)
     if trigger == "start" and s.current.authorized is None:
         allowed = oracle.choose("auth", ("allow", "deny")) == "allow" if env.authorize else True
         sem.fn("set_authorization")(s, allowed)
@@ -430,11 +432,8 @@ def _effect(sem: Semantics, env: Env, tb: _Tables, tr: Transition, s: RunState, 
         label = oracle.choose("response", env.response_options(s))
         f("receive_response")(s, env.response(label))
     elif e == "next_item":
-        label = oracle.choose("next", env.next_options(s))
-        if label != "end":
-            # the proposal is revealed one call at a time: the core never reads past the cursor
-            assert s.response is not None
-            s.response = (*s.response[: s.cursor + 1], env.calls[label])
+        if s.focus is None:  # after a landed result (section 5) the cursor stays where it is
+            _reveal(env, s, oracle)
         f("next_item")(s)
     elif e == "end_round":
         f("end_round")(s)
@@ -460,6 +459,8 @@ def _effect(sem: Semantics, env: Env, tb: _Tables, tr: Transition, s: RunState, 
     elif e == "land":
         f("land")(s)
     elif e == "run_on":
+        if s.focus is None:
+            _reveal(env, s, oracle)
         f("run_on")(s)
     elif e == "store_success":
         f("store_success")(s)
@@ -471,6 +472,15 @@ def _effect(sem: Semantics, env: Env, tb: _Tables, tr: Transition, s: RunState, 
         f("terminate")(s, reason, tb.status_of[reason], escalated=tr.escalates is not None)
     else:  # pragma: no cover - the spec loader and the engine rule this out
         raise SpecGap(f"no implementation for effect {e!r}")
+
+
+def _reveal(env: Env, s: RunState, oracle: Oracle) -> None:
+    """The proposal is revealed one call at a time, when the cursor moves past the last one
+    revealed: the core never reads past the cursor, so this is the same as choosing it whole."""
+    label = oracle.choose("next", env.next_options(s))
+    if label != "end":
+        assert s.response is not None
+        s.response = (*s.response[: s.cursor + 1], env.calls[label])
 
 
 def _outcome(sem: Semantics, env: Env, s: RunState, oracle: Oracle) -> None:

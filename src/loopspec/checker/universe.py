@@ -56,6 +56,8 @@ class Config:
                 "deadline": lim.deadline, "tool_limits": dict(c.tool_limits),
                 "authorize": self.env.authorize, "cancel": self.env.cancel,
             })
+        if c.max_concurrency > 1:
+            out.update({"max_concurrency": c.max_concurrency, "barriers": sorted(c.barriers)})
         return out
 
 
@@ -72,42 +74,62 @@ class Universe:
     call_order: tuple[str, ...]
     configs: tuple[Config, ...]
 
+    @property
+    def concurrent(self) -> bool:
+        return self.scope.concurrent
+
     @staticmethod
     def build(bounds: Bounds, scope: Scope) -> Universe:
         ids = tuple(id_name(i) for i in range(scope.ids))
-        calls = calls_for(bounds, scope, ids)
+        tools_in = tuple(t for t in bounds.tools if scope.tools is None or t.name in scope.tools)
+        values = bounds.values[: scope.values] if scope.values is not None else bounds.values
+        calls = calls_for(bounds, scope, ids, tools_in, values)
         order = tuple(calls)
         configs: list[Config] = []
-        schemas = {t.name: t.schema for t in bounds.tools if t.allow_listed}
+        schemas = {t.name: t.schema for t in tools_in if t.allow_listed}
+        barriers = frozenset(t.name for t in tools_in if t.allow_listed and not t.read_only)
+        def conc(mc: int) -> dict[str, Any]:
+            return {"max_concurrency": mc, "barriers": barriers} if mc > 1 else {}
+
+        def label(mc: int) -> str:
+            return f" max_concurrency={mc}" if scope.concurrent else ""
+
         if scope.batch:
-            for budget in scope.budgets:
-                for mode in scope.modes:
-                    cfg = RunConfig(
-                        schemas=schemas, limits=Limits(max_executions=budget), mode=mode,
-                        on_limit="throw" if mode == "abort" else "error-result",
-                        principal=bounds.principal, run_id="verify", batch=True,
-                    )
-                    env = Env(calls, order, scope.calls, scope.failures, True, False, False, False, False, False)
-                    configs.append(Config(len(configs), cfg, env, f"budget={budget} mode={mode}"))
-        else:
-            tool_limits = {t.name: t.max_executions for t in bounds.tools if t.allow_listed and t.max_executions is not None}
-            for budget in scope.budgets:
-                for mode in scope.modes:
-                    for policy in scope.on_limit:
-                        lim = Limits(
-                            max_rounds=scope.max_rounds, max_executions=budget, max_requests=scope.max_requests,
-                            max_retries=scope.max_retries, deadline=scope.deadline,
-                        )
+            for mc in scope.concurrency:
+                for budget in scope.budgets:
+                    for mode in scope.modes:
                         cfg = RunConfig(
-                            schemas=schemas, limits=lim, mode=mode, on_limit=policy, principal=bounds.principal,
-                            tool_limits=tool_limits, run_id="verify",
+                            schemas=schemas, limits=Limits(max_executions=budget), mode=mode,
+                            on_limit="throw" if mode == "abort" else "error-result",
+                            principal=bounds.principal, run_id="verify", batch=True, **conc(mc),
                         )
-                        env = Env(
-                            calls, order, scope.calls, scope.failures, False, scope.cancel,
-                            scope.deadline is not None, scope.authorize, scope.model_error, scope.final,
-                        )
-                        configs.append(Config(len(configs), cfg, env, f"budget={budget} mode={mode} on_limit={policy}"))
-        return Universe(bounds, scope, ids, bounds.values, bounds.tools, calls, order, tuple(configs))
+                        env = Env(calls, order, scope.calls, scope.failures, True, False, False, False, False, False)
+                        configs.append(Config(len(configs), cfg, env, f"budget={budget} mode={mode}{label(mc)}"))
+        else:
+            if scope.tool_limits is not None:
+                tool_limits = {n: v for n, v in scope.tool_limits.items() if n in schemas}
+            else:
+                tool_limits = {t.name: t.max_executions for t in tools_in if t.allow_listed and t.max_executions is not None}
+            for mc in scope.concurrency:
+                for budget in scope.budgets:
+                    for mode in scope.modes:
+                        for policy in scope.on_limit:
+                            lim = Limits(
+                                max_rounds=scope.max_rounds, max_executions=budget, max_requests=scope.max_requests,
+                                max_retries=scope.max_retries, deadline=scope.deadline,
+                            )
+                            cfg = RunConfig(
+                                schemas=schemas, limits=lim, mode=mode, on_limit=policy, principal=bounds.principal,
+                                tool_limits=tool_limits, run_id="verify", **conc(mc),
+                            )
+                            env = Env(
+                                calls, order, scope.calls, scope.failures, False, scope.cancel,
+                                scope.deadline is not None, scope.authorize, scope.model_error, scope.final,
+                                scope.cancel_in_flight,
+                            )
+                            configs.append(Config(len(configs), cfg, env,
+                                                  f"budget={budget} mode={mode} on_limit={policy}{label(mc)}"))
+        return Universe(bounds, scope, ids, values, tools_in, calls, order, tuple(configs))
 
     def tool_index(self, name: object) -> int | None:
         for i, t in enumerate(self.tools):
@@ -116,7 +138,8 @@ class Universe:
         return None
 
 
-def calls_for(bounds: Bounds, scope: Scope, ids: tuple[str, ...]) -> dict[str, Json]:
+def calls_for(bounds: Bounds, scope: Scope, ids: tuple[str, ...], tools: tuple[ToolDef, ...] | None = None,
+              values: tuple[str, ...] | None = None) -> dict[str, Json]:
     """The call alphabet: every call the model may propose within the scope, by label.
 
     It is closed under the symmetries of :mod:`loopspec.checker.state`: every call that carries an
@@ -125,14 +148,17 @@ def calls_for(bounds: Bounds, scope: Scope, ids: tuple[str, ...]) -> dict[str, J
     empty arguments).
     """
     out: dict[str, Json] = {}
-    listed = [t for t in bounds.tools if t.allow_listed]
+    tools = bounds.tools if tools is None else tools
+    values = bounds.values if values is None else values
+    listed = [t for t in tools if t.allow_listed]
     for cid in ids:
-        for t in bounds.tools:
+        for t in tools:
             if t.allow_listed:
-                for v in bounds.values:
+                for v in values:
                     out[call_label(cid, t.name, f"({v})")] = {"id": cid, "name": t.name, "arguments": {t.argument: v}}
-                out[call_label(cid, t.name, "(#invalid)")] = {
-                    "id": cid, "name": t.name, "arguments": {t.argument: INVALID_VALUE}}
+                if scope.invalid:
+                    out[call_label(cid, t.name, "(#invalid)")] = {
+                        "id": cid, "name": t.name, "arguments": {t.argument: INVALID_VALUE}}
             else:
                 # one form: the arguments of a call to an unknown tool never matter (R3)
                 out[call_label(cid, t.name, "()")] = {"id": cid, "name": t.name, "arguments": {}}

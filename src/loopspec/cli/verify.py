@@ -32,7 +32,8 @@ def register(sub: Any) -> None:
     p.add_argument("--bounds", metavar="FILE", help="a bounds file (default: spec/bounds.toml)")
     p.add_argument("--bound", metavar="SCOPE.FIELD=VALUE", action="append", default=[],
                    help="override one bound, e.g. batch.calls=4 or loop.budgets=[1] (repeatable)")
-    p.add_argument("--scope", action="append", default=[], help="explore only this scope (repeatable)")
+    p.add_argument("--scope", action="append", default=[],
+                   help="explore only this scope (repeatable); scopes marked slow are explored only when named")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--out", metavar="DIR", help="write verify.json, coverage.json and, on a violation, "
                    "counterexample.json, counterexample.txt and trace.json")
@@ -59,7 +60,8 @@ def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
     try:
         bounds = apply_overrides(load_bounds(args.bounds), args.bound)
-        scopes = [bounds.scope(n) for n in args.scope] if args.scope else list(bounds.scopes.values())
+        # a scope marked slow (a larger bound) is explored only when named
+        scopes = [bounds.scope(n) for n in args.scope] if args.scope else [s for s in bounds.scopes.values() if not s.slow]
     except BoundsError as exc:
         raise UsageError(str(exc)) from None
     return bounds, scopes

@@ -33,6 +33,10 @@ EFFECT_EVENTS: Final[Mapping[str, tuple[frozenset[str], ...]]] = {
     "store_success": (frozenset({"result_returned"}),),
     "answer_failure": (frozenset({"result_returned"}),),
     "terminate": (frozenset({"run_terminal"}),),
+    # section 5 (executions in the background)
+    "wait": (frozenset({"run_waiting"}),),
+    "land": (frozenset({"execution_finished"}),),
+    "run_on": (frozenset({"execution_running"}),),
 }
 
 #: Events recorded outside any transition.
