@@ -9,9 +9,11 @@ an exit is a definition error, not a warning.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -30,10 +32,13 @@ __all__ = [
     "State",
     "StopReason",
     "Transition",
+    "default_spec",
     "default_spec_path",
     "load_rules",
     "load_spec",
     "parse_spec",
+    "shipped_spec_path",
+    "using_spec",
 ]
 
 CODE_KINDS: Final = ("violation", "failure", "limit")
@@ -300,13 +305,61 @@ class Spec:
 # --------------------------------------------------------------------------------------------
 
 
-def default_spec_path() -> Path:
-    """The spec shipped with loopspec: the repository's ``spec/loop.toml`` or the packaged copy."""
+#: The spec chosen with ``--spec`` (innermost :func:`using_spec` last); empty: the shipped one.
+_CHOSEN: list[Path] = []
+
+
+@functools.cache
+def shipped_spec_path() -> Path:
+    """The spec shipped with loopspec: ``spec/loop.toml`` of the source tree when loopspec runs from
+    one (an editable install, ``src/`` on the path), else the copy packaged in the wheel
+    (``loopspec/spec/loop.toml``, put there at build time from the same top-level ``spec/``)."""
     here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "spec" / "loop.toml", here.parent / "spec" / "loop.toml"):
-        if candidate.is_file():
-            return candidate
-    raise SpecError("cannot find spec/loop.toml next to the loopspec package")
+    repo = here.parents[2] / "spec" / "loop.toml"
+    packaged = here.parent / "spec" / "loop.toml"
+    if here.parents[1].name == "src" and repo.is_file():
+        return repo
+    if packaged.is_file():
+        return packaged
+    if repo.is_file():
+        return repo
+    raise SpecError(f"cannot find the spec: neither {packaged} (an installed loopspec) nor {repo} "
+                    "(a source checkout) exists; reinstall loopspec or give --spec FILE")
+
+
+def default_spec_path() -> Path:
+    """The spec every default refers to: the one chosen with :func:`using_spec` (``--spec``), else the
+    shipped one. Its rules (SPEC.md), bounds.toml, conformance/ and schema/ are looked for beside it."""
+    return _CHOSEN[-1] if _CHOSEN else shipped_spec_path()
+
+
+_DEFAULT: dict[Path | None, Spec] = {}
+
+
+def default_spec() -> Spec:
+    """The default spec (:func:`default_spec_path`), loaded once per choice: cheap enough for hot paths."""
+    key = _CHOSEN[-1] if _CHOSEN else None
+    spec = _DEFAULT.get(key)
+    if spec is None:
+        spec = _DEFAULT[key] = load_spec()
+    return spec
+
+
+@contextlib.contextmanager
+def using_spec(path: str | Path | None) -> Iterator[Spec]:
+    """Within the block the spec at ``path`` is the default everywhere (the engine, the judge, the model
+    checker, the oracle, and the files looked for next to it); ``None`` keeps the current default.
+    The spec is loaded and validated first (:class:`SpecError` when it is not usable)."""
+    if path is None:
+        yield load_spec()
+        return
+    p = Path(path).resolve()
+    spec = load_spec(p)
+    _CHOSEN.append(p)
+    try:
+        yield spec
+    finally:
+        _CHOSEN.pop()
 
 
 _CACHE: dict[str, Spec] = {}
@@ -633,7 +686,13 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
     ``Checked by: INV-A, INV-B`` (or ``Checked by: conformance vectors``).
     """
     p = Path(path) if path is not None else default_spec_path().with_name("SPEC.md")
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("no such file (the rules text, SPEC.md, is looked for next to the spec; "
+                        "give --rules FILE)", path=str(p)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read the rules: {getattr(exc, 'strerror', None) or exc}", path=str(p)) from None
     spec = spec or load_spec()
     inv_ids = {i.id for i in spec.invariants}
     rules: list[Rule] = []
