@@ -66,7 +66,7 @@ def register(sub: Any) -> None:
                         "example reproducible on its own). Reported cases are always re-checked in a fresh process")
     p.add_argument("--shrink-time", type=seconds, default=120.0, metavar="S",
                    help="stop exploring S seconds after the first divergence; what was found is then minimized "
-                        "by deleting parts one at a time (default 120)")
+                        "by deleting parts one at a time, for at most S seconds more (default 120)")
     p.add_argument("--profile", metavar="NAME",
                    help="judge under a profile of spec/loop.toml (e.g. pydantic-ai; default strict). A divergence "
                         "is then a deviation from the framework's own documented choices; a second campaign under "

@@ -227,7 +227,7 @@ def _roundtrip(value: Json, what: str) -> Json:
     except RecursionError:
         raise ProtocolFailure("P3", "too-deep", f"{what} is nested too deep to write as JSON") from None
     try:
-        return decode_line(text.encode())
+        return decode_line(text.encode("utf-8", "surrogatepass"))
     except WireError as exc:
         raise ProtocolFailure("P3", exc.kind, f"{what}: {exc.detail}") from None
 

@@ -261,6 +261,7 @@ class Campaign:
         self.shared_last: tuple[list[dict[str, Json]], list[dict[str, Json]]] | None = None
         self.shrink_seconds = shrink_seconds
         self.first_found: float | None = None
+        self.finish_deadline: float | None = None
         self.stopped_early = False
         self.factory = factory
         self.mode = mode
@@ -470,7 +471,10 @@ class Campaign:
             entry.unlink(missing_ok=True)
 
     def _time_left(self) -> float:
-        """Seconds left of --shrink-time after the first divergence (inf before one was found)."""
+        """Seconds left of --shrink-time: of exploring after the first divergence (inf before one was
+        found), then of the final minimization (at most as long again)."""
+        if self.finish_deadline is not None:
+            return self.finish_deadline - time.perf_counter()
         if self.first_found is None:
             return math.inf
         return self.shrink_seconds - (time.perf_counter() - self.first_found)
@@ -504,6 +508,7 @@ class Campaign:
                 by_rule[f.rule] = f
         finals = list(by_rule.values()) + [f for r, f in self.best.items() if r not in by_rule]
         if self.confirm and not interrupted:
+            self.finish_deadline = time.perf_counter() + self.shrink_seconds
             try:
                 finals = self._finish(finals)
             except KeyboardInterrupt:
