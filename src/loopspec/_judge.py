@@ -49,7 +49,8 @@ from ._core import (
 )
 from ._profiles import Params, Parser, params_for, set_aside
 from ._profiles import drive as profiled_drive
-from ._spec import Profile, Spec, load_rules, load_spec
+from ._spec import Profile, Spec, load_rules
+from ._spec import default_spec as _default_spec
 from ._text import compact
 
 __all__ = [
@@ -146,14 +147,11 @@ class Verdict:
 # --------------------------------------------------------------------------------------------
 
 
-_DEFAULT_SPEC: list[Spec] = []
 
 
 def default_spec() -> Spec:
-    """The shipped spec, loaded once (load_spec resolves its path on every call)."""
-    if not _DEFAULT_SPEC:
-        _DEFAULT_SPEC.append(load_spec())
-    return _DEFAULT_SPEC[0]
+    """The default spec (the shipped one, or the one chosen with ``--spec``), loaded once per choice."""
+    return _default_spec()
 
 
 _RULES: dict[str, dict[str, tuple[str, ...]]] = {}

@@ -7,8 +7,8 @@ Exit codes (every subcommand):
 * 2 — usage error or unreadable input (a one-line message names the file / field / line)
 
 Each subcommand is a module of this package (``loopspec/cli/<command>.py``) exposing
-``register(subparsers)``; the
-handler it sets returns the exit code. Bad input never produces a traceback; set
+``register(subparsers)``; the handler it sets returns the exit code. The options several commands
+share (``--spec``, ``--format``, ``--progress``) come from :mod:`._common`. Bad input never produces a traceback; set
 ``LOOPSPEC_DEBUG=1`` to see one for an internal error.
 """
 
@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .._spec import SpecError
+from .._spec import SpecError, using_spec
 from ._common import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["COMMAND_MODULES", "EXIT_FOUND", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
@@ -56,7 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.handler(args))
+        # --spec (every command reading the spec has it: _common.add_spec_option) is the default spec
+        # for the whole command: the engine, the judge, the checker and the oracle all use it
+        with using_spec(getattr(args, "spec", None)):
+            return int(args.handler(args))
     except (UsageError, SpecError) as exc:
         print(f"loopspec {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
