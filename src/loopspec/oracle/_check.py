@@ -307,8 +307,7 @@ def _concatenated(text: str, start: int, name: str) -> Iterator[_Doc | InputErro
     try:
         for line, value in _telemetry.iter_concatenated(text, start):
             if isinstance(value, ValueError):
-                at = getattr(value, "lineno", None)
-                yield InputError(name, start + at - 1 if isinstance(at, int) else line, f"not JSON: {_reason(value)}")
+                yield InputError(name, line, f"not JSON: {_reason(value)}")
                 return
             k += 1
             yield _Doc(value, line, None, k)

@@ -679,7 +679,9 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
 
 def iter_concatenated(text: str, first_line: int = 1) -> Iterator[tuple[int, Json] | tuple[int, ValueError]]:
     """JSON values written one after the other (the console exporter's output): (line, value) pairs;
-    a value that does not parse ends the iteration with (line, error)."""
+    a value that does not parse ends the iteration with (the line of the error, error). The standard library's scanner
+    only finds where each value ends; the value itself is parsed by the oracle's loader (its limits and
+    messages)."""
     import json
 
     dec = json.JSONDecoder(parse_constant=_no_constant)
@@ -694,7 +696,16 @@ def iter_concatenated(text: str, first_line: int = 1) -> Iterator[tuple[int, Jso
         if pos >= n:
             return
         try:
-            value, end = dec.raw_decode(text, pos)
+            _, end = dec.raw_decode(text, pos)
+        except RecursionError:
+            yield line, ValueError("nested too deeply")
+            return
+        except ValueError as exc:  # where the scanner stopped
+            at = getattr(exc, "lineno", None)
+            yield (first_line + at - 1 if isinstance(at, int) else line), exc
+            return
+        try:
+            value = _json.loads(text[pos:end])
         except ValueError as exc:
             yield line, exc
             return
