@@ -199,3 +199,31 @@ def test_frameworks_page_reports_the_versions_ci_installs() -> None:
         assert pins[PACKAGES[name]] == tested, name
         for mode in ("batch", "loop"):
             assert f"| {name} | {tested} | {mode} |" in page, (name, mode)
+
+
+R15_STEP = _loop([{"calls": [C1]}, {"final": "x"}], script=(FAIL,))
+
+
+@pytest.mark.frameworks
+@pytest.mark.parametrize("name", sorted(FRAMEWORKS))
+def test_R15_what_the_model_is_shown_for_a_failing_tool(name: str) -> None:
+    """R15 end to end: the tool raises an exception whose message carries a canary; the adapter reads the
+    tool-result content the framework puts in front of the model. LangGraph's handle_tool_errors=True
+    (continue mode) shows the exception text, which its profile documents (error_text = exception-text);
+    pydantic-ai and the Agents SDK show their own text, never the exception's."""
+    from loopspec._judge import shows_canary
+
+    _need(name)
+    trace = _run(name, R15_STEP)
+    shown = [m["results"] for m in trace["events"] if m["type"] == "model"]
+    assert shown[1] and shown[1][0]["status"] == "error" and "message" in shown[1][0], shown
+    strict = judge(trace)
+    if name == "pydantic-ai":  # it shows exactly the ToolFailed message the application raised
+        assert strict.ok, strict.violation
+    else:
+        assert strict.violation is not None and strict.violation.rule == "R15"
+    if name == "langgraph":
+        assert shows_canary(shown) and strict.violation.kind == "exception-text-shown"
+    else:
+        assert not shows_canary(trace["events"][-1]) and not shows_canary(shown)
+    assert judge(trace, profile=name).ok

@@ -39,7 +39,7 @@ from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar
 
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
+from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, reply_kind, shown
 
 Json = Any
 
@@ -140,10 +140,10 @@ class LangGraphExecutor(FrameworkExecutor):
                     run.answer(i, ok(cid, json.loads(m.content) if isinstance(m.content, str) else m.content))
                 except ValueError:
                     run.answer(i, ok(cid, m.content))
-            elif m.name not in run.tools:
-                run.answer(i, error(cid, "UNKNOWN_TOOL"))
+            elif m.name not in run.tools:  # the content: ToolNode's text, whatever its type
+                run.answer(i, shown(cid, "UNKNOWN_TOOL", m.content))
             else:
-                run.answer(i, error(cid, run.failed_at.get(i, "INVALID_ARGUMENT")))
+                run.answer(i, shown(cid, run.failed_at.get(i, "INVALID_ARGUMENT"), m.content))
 
     def _propose(self, run: Run, calls: list[Json]) -> Any:
         """Record the round and build its AIMessage; calls that cannot be ToolCalls are no requests."""

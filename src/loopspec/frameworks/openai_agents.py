@@ -36,7 +36,7 @@ import warnings
 from typing import Any, ClassVar
 
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
+from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, reply_kind, shown
 
 Json = Any
 
@@ -87,6 +87,7 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
         from agents.items import ModelResponse, ToolCallItem, ToolCallOutputItem
         from agents.models.interface import Model
         from agents.run_config import ToolExecutionConfig
+        from agents.tool import default_tool_error_function
         from agents.usage import Usage
         from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
@@ -101,8 +102,8 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
             if i is None:
                 return
             cid = run.call(i).get("id")
-            if i in errors:
-                run.answer(i, error(cid, errors[i]))
+            if i in errors:  # the output: the text the failure_error_function gave the model
+                run.answer(i, shown(cid, errors[i], output))
             else:
                 try:
                     run.answer(i, ok(cid, json.loads(output)))
@@ -175,7 +176,7 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
             if i is not None:
                 errors[i] = run.failed_at.get(i) or ("INVALID_ARGUMENT" if isinstance(exc, ModelBehaviorError)
                                                      else "INTERNAL_ERROR")
-            return "error"
+            return default_tool_error_function(ctx, exc)  # what the SDK shows by default
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pydantic: the ABSENT default is not JSON serializable

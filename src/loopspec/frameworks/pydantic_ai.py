@@ -34,8 +34,9 @@ import os
 import warnings
 from typing import Any, ClassVar
 
+from .._core import CODE_TABLE
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
+from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, reply_kind, shown
 
 Json = Any
 
@@ -117,10 +118,11 @@ class PydanticAIExecutor(FrameworkExecutor):
                 cid = run.call(i).get("id")
                 if p.outcome == "success":
                     run.answer(i, ok(cid, p.content))
-                elif p.outcome == "retried":
-                    run.answer(i, error(cid, "INVALID_ARGUMENT" if p.tool_name in run.tools else "UNKNOWN_TOOL"))
+                elif p.outcome == "retried":  # the content is pydantic-ai's own text (a validation report)
+                    run.answer(i, shown(cid, "INVALID_ARGUMENT" if p.tool_name in run.tools else "UNKNOWN_TOOL",
+                                        p.content))
                 else:
-                    run.answer(i, error(cid, run.failed_at.get(i, "INTERNAL_ERROR")))
+                    run.answer(i, shown(cid, run.failed_at.get(i, "INTERNAL_ERROR"), p.content))
 
         def model(messages: list[Any], info: AgentInfo) -> Any:
             if run.rounds > 0 and messages and isinstance(messages[-1], ModelRequest):
@@ -218,7 +220,8 @@ class PydanticAIExecutor(FrameworkExecutor):
             except ToolFailed as exc:
                 if abort:
                     raise  # a plain exception: pydantic-ai ends the run
-                raise pai_failed(exc.category) from None  # a failed tool result the model sees
+                # a failed tool result the model sees, with the text the application chose: the code's safe message
+                raise pai_failed(CODE_TABLE[exc.category][3]) from None
 
         first = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ctx_type[str])]
         sig, ann = python_signature(schema, first)
