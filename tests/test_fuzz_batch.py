@@ -16,7 +16,8 @@ from loopspec._spec import load_spec
 from loopspec.cli import main
 from loopspec.fuzz import Executor, fuzz, replay
 from loopspec.fuzz._adapter import ImplFactory, ReferenceExecutor
-from loopspec.fuzz._campaign import Campaign, load_case
+from loopspec.fuzz._campaign import Campaign
+from loopspec.fuzz._model import load_case
 from tests.fuzz_helpers import ROOT, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
@@ -172,9 +173,12 @@ def test_diagram_trace_is_the_expected_path_with_the_failed_transition(conflict_
         json.loads((ROOT / "spec" / "schema" / "transition-path.schema.json").read_text()))
     validator.validate(dt)
     assert all(spec.transition(t) for t in dt["path"])
-    assert dt["path"][0] == "T04" and spec.transition(dt["path"][-1]).dest == "completed"
+    assert dt["path"][0] == "T04"
+    assert spec.transition(dt["path"][-1]).dest in {"completed", "rejected", "failed", "truncated"}
     case = load_case(conflict_case / "R7.json")
-    assert dt["path"][dt["failed"]] == case["verdict"]["violation"]["transition"] == "T12"
+    assert dt["path"][dt["failed"]] == "T12"  # the conflict's rejection, where the implementation reused
+    # the judge names the decision of that request: the rejection, or in abort mode the abort it causes
+    assert case["verdict"]["violation"]["transition"] in ("T12", "T24")
 
 
 def test_diagram_draws_the_counterexample_path(conflict_case: Path, tmp_path: Path) -> None:
@@ -229,8 +233,8 @@ def test_cli_replay_rejects_a_malformed_case(tmp_path: Path, capsys: pytest.Capt
 
 def test_protocol_messages_follow_the_published_schema() -> None:
     """Every message of a session with the reference adapter validates against adapter-protocol.schema.json."""
-    from loopspec.fuzz._campaign import run_step
-    from loopspec.fuzz._generate import batch_steps
+    from loopspec.fuzz._harness import run_step
+    from loopspec.fuzz._strategies import batch_steps
 
     validators = {name: schema_validator("adapter-protocol.schema.json", name) for name in (
         "message", "batchRunParams", "batchRunResult", "toolExecuteParams", "toolExecuteResult", "toolExecuteError",

@@ -18,7 +18,7 @@ from loopspec._judge_loop import LOOP_RESULT_FIELDS
 from loopspec.cli import main
 from loopspec.fuzz._adapter import ImplFactory, InProcessImpl, ReferenceExecutor
 from loopspec.fuzz._campaign import Campaign
-from loopspec.fuzz._loop import run_loop_step
+from loopspec.fuzz._harness import run_loop_step
 from tests.fuzz_helpers import LOOKUP, OPEN, call, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
