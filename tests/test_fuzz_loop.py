@@ -154,11 +154,13 @@ def test_loopspec_serve_has_no_loop_divergence() -> None:
 
 
 @pytest.mark.slow
-def test_correct_python_example_passes_500_loop_examples(tmp_path: Path) -> None:
+def test_correct_python_example_passes_2000_loop_examples(tmp_path: Path) -> None:
     t0 = time.perf_counter()
-    r = campaign(example_cmd(), out=tmp_path, max_examples=500, seed=12)
+    r = campaign(example_cmd(), out=tmp_path, max_examples=2000, seed=12)
     assert r.ok, [f.verdict.violation.explanation for f in r.findings]
-    print(f"\n500-example loop campaign, correct Python example: {time.perf_counter() - t0:.1f} s, {r.stats}")
+    assert r.stats["examples"] == 2000 and r.stats["modelRequests"] > 16000 and r.stats["executionsObserved"] > 5000
+    assert json.loads((tmp_path / "campaign.json").read_text())["coverage"]["missing"] == []
+    print(f"\n2000-example loop campaign, correct Python example: {time.perf_counter() - t0:.1f} s, {r.stats}")
 
 
 LOOP_BUGS = {

@@ -191,6 +191,7 @@ class Explorer:
         self.stats.examples += 1
         if self.s.mode == "loop":
             self.coverage.add_example(features)
+        self.check_late()
         if self.s.isolation == "example" and self.impl is not None:
             self.drop()
         steps: list[dict[str, Json]] = []
@@ -198,15 +199,8 @@ class Explorer:
         prefix = list(self.history)
         for pl in planned:
             step = pl.step
-            if self.impl is not None and self.last is not None:
-                late = late_message(self.impl, f"{self.last[1][-1]['kind']}.run")
-                if late is not None:  # the step before, on this process, answered and then sent more
-                    lsteps, ltraces = self.last
-                    amend_late(ltraces[-1], late)
-                    self.drop()
-                    self.divergence(Finding(self.judge(ltraces[-1]), lsteps, ltraces))
-                    if steps:  # that step was this example's: the example ends with it
-                        return
+            if steps and self.check_late():
+                return  # the step before (this example's) answered and then sent more: the example ends there
             try:
                 impl = self.live()
             except ProtocolFailure as f:
@@ -248,6 +242,21 @@ class Explorer:
                 self.divergence(Finding(verdict, steps, traces, prefix=prefix))
                 return
 
+    def check_late(self) -> bool:
+        """Did the last step answered on the live process send something after its answer? Then
+        that is its finding (P4 late-request) and the process is replaced. True when one was found."""
+        found = False
+        while self.impl is not None and self.last is not None:
+            late = late_message(self.impl, f"{self.last[1][-1]['kind']}.run")
+            if late is None:
+                break
+            lsteps, ltraces = self.last
+            amend_late(ltraces[-1], late)
+            self.drop()
+            self.divergence(Finding(self.judge(ltraces[-1]), lsteps, ltraces))
+            found = True
+        return found
+
     # -- findings -------------------------------------------------------------------------------
     def divergence(self, f: Finding) -> None:
         if self.first_found is None:
@@ -280,6 +289,11 @@ class Explorer:
         def check(steps: list[dict[str, Json]]) -> Finding | None:
             self.stats.reduce_runs += 1
             rr = run_steps(steps, self.live, self.drop, profile=self.s.profile, keep=True, grace=0.0)
+            if self.impl is not None and rr.traces:  # what ran on the live process stays in its record
+                ran = [dict(x) for x in steps[:len(rr.traces)]]
+                self.history.extend(ran)
+                if rr.traces[-1]["events"][-1].get("type") == "response":
+                    self.last = (ran, list(rr.traces))
             return as_finding(rr, steps, rule)
 
         return check
@@ -300,9 +314,26 @@ class Explorer:
         hang = rule == "P2"
         runs = 12 if hang else 600
         fresh = self._fresh_check(rule)
-        alone = fresh(f.steps)  # the example's own steps, in a fresh process
+        def explained(rr: Any, steps: list[dict[str, Json]]) -> Finding | None:
+            """A fresh run that fails differently because a step before answered, then sent more:
+            that is the finding (P4 late-request, of the step it belongs to)."""
+            other = as_finding(rr, steps)
+            if other is not None and other.kind == "late-request":
+                return dataclasses.replace(other, steps=other.steps[-1:], traces=other.traces[-1:], reproduced=True,
+                                           shrunk=True)
+            return None
+
+        self.stats.reduce_runs += 1
+        rr_alone = replay_case({"steps": f.steps}, self.factory, profile=self.s.profile)
+        alone = as_finding(rr_alone, f.steps, rule)  # the example's own steps, in a fresh process
+        if alone is None and (late := explained(rr_alone, f.steps)) is not None:
+            return late
         if alone is None:  # it needs what the live process ran before it (state kept across runs)
-            whole = fresh([*f.prefix, *f.steps]) if f.prefix else None
+            steps = [*f.prefix, *f.steps]
+            rr = replay_case({"steps": steps}, self.factory, profile=self.s.profile) if f.prefix else None
+            whole = as_finding(rr, steps, rule) if rr is not None else None
+            if whole is None and rr is not None and (late := explained(rr, steps)) is not None:
+                return late
             if whole is not None:
                 small, _ = minimize(whole, fresh, deadline=deadline, max_runs=runs // 2)
                 best = dataclasses.replace(small, reproduced=True)

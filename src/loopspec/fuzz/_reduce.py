@@ -38,11 +38,12 @@ Check = Callable[[list[dict[str, Json]]], "Finding | None"]
 
 def run_steps(steps: Sequence[Mapping[str, Json]], impl_for: Callable[[], Impl], release: Callable[[Impl], None],
               *, profile: str | None = None, judge_fn: Callable[..., Verdict] = judge,
-              grace: float = LATE_GRACE, keep: bool = False) -> ReplayResult:
+              grace: float = LATE_GRACE, keep: bool = False, between: float = 0.002) -> ReplayResult:
     """Run ``steps`` in order on the implementation ``impl_for()`` gives (again after a protocol
     failure, after ``release`` of the broken one), stop at the first divergence. A message the
     implementation sends after an answer is that step's finding (waiting ``grace`` seconds after
-    the last step's answer). ``keep``: a live implementation stays open at the end."""
+    the last step's answer, ``between`` seconds before each next step: a message sent right after
+    an answer can take that long to arrive). ``keep``: a live implementation stays open at the end."""
     verdicts: list[Verdict] = []
     traces: list[dict[str, Json]] = []
     impl: Impl | None = None
@@ -60,7 +61,7 @@ def run_steps(steps: Sequence[Mapping[str, Json]], impl_for: Callable[[], Impl],
                     verdicts.append(judge_fn(trace, profile=profile))
                     break
             elif traces and traces[-1]["events"][-1].get("type") == "response":
-                late = late_message(impl, f"{traces[-1]['kind']}.run")
+                late = late_message(impl, f"{traces[-1]['kind']}.run", wait=between)
                 if late is not None:  # the step before answered, then sent more: that step's finding
                     amend_late(traces[-1], late)
                     verdicts[-1] = judge_fn(traces[-1], profile=profile)
