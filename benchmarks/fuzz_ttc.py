@@ -43,6 +43,22 @@ import executor as example  # noqa: E402  (the example's BUGS table)
 LOOP_BUGS = ("rounds-off-by-one", "shows-all-results", "coverage-lies", "retry-extra", "tool-budget-ignored",
              "error-result-throws", "requests-skip-replays")
 SKIP = ("hang",)  # a hang costs the per-request timeout by definition (10 s by default)
+JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after")  # examples/java/LoopspecExecutor.java
+
+
+def java_build() -> list[str] | None:
+    """The Java example, compiled into a temporary directory (None without javac)."""
+    import shutil
+
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        return None
+    build = Path(tempfile.mkdtemp(prefix="loopspec-java-"))
+    done = subprocess.run(["javac", "--release", "17", "-d", str(build), str(ROOT / "examples" / "java" /
+                                                                             "LoopspecExecutor.java")],
+                          capture_output=True, timeout=300)
+    if done.returncode != 0:
+        return None
+    return ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", str(build), "LoopspecExecutor"]
 
 
 def watch(cmd: list[str], out: Path, timeout: float) -> dict[str, Any]:
@@ -174,15 +190,25 @@ def main() -> int:
     ap.add_argument("--naive-examples", type=int, default=1000, help="batches/runs the naive driver tries")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-java", action="store_true", help="leave out the Java executor's bugs")
     args = ap.parse_args()
     bugs = args.bugs.split(",") if args.bugs else [b for b in sorted(example.BUGS) if b not in SKIP]
+    java = java_build() if args.bugs is None and not args.no_java else None
+    if java is not None:
+        bugs += [f"java:{b}" for b in JAVA_BUGS]
     rows = []
     for bug in bugs:
         mode = "loop" if bug in LOOP_BUGS else "batch"
-        cmd = [sys.executable, str(EXAMPLE), "--bug", bug]
+        if bug.startswith("java:"):
+            assert java is not None
+            cmd = [*java, "--bug", bug.split(":", 1)[1]]
+        else:
+            cmd = [sys.executable, str(EXAMPLE), "--bug", bug]
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "out"
-            ours = watch([sys.executable, "-m", "loopspec", "fuzz", "--impl", " ".join(cmd), "--mode", mode,
+            import shlex
+
+            ours = watch([sys.executable, "-m", "loopspec", "fuzz", "--impl", shlex.join(cmd), "--mode", mode,
                           "--seed", str(args.seed), "--out", str(out), "--quiet"], out, args.timeout)
             naive_out = Path(tmp) / "naive"
             naive_out.mkdir()

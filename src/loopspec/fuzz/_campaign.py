@@ -93,6 +93,7 @@ class Stats:
     step_seconds: float = 0.0
     reduce_seconds: float = 0.0
     reduce_runs: int = 0
+    folded: int = 0  # findings not reported apart: P7 symptoms of a state leak reported as R5
     stopped: str | None = None  # why exploration ended early: time-budget, shrink-time, interrupted
 
     def merge(self, o: Stats) -> None:
@@ -104,6 +105,7 @@ class Stats:
         self.step_seconds += o.step_seconds
         self.reduce_seconds += o.reduce_seconds
         self.reduce_runs += o.reduce_runs
+        self.folded += o.folded
         self.stopped = self.stopped or o.stopped
 
 
@@ -279,6 +281,12 @@ class Explorer:
         self.keep(f)
 
     def keep(self, f: Finding) -> None:
+        if f.rule == "P7" and "R5" in self.found:
+            self.stats.folded += 1  # most likely the state leak R5 already shows: not reported twice
+            return
+        if f.rule == "R5" and "P7" in self.found:
+            del self.found["P7"]
+            self.stats.folded += 1
         old = self.found.get(f.rule)
         if old is None or f.size < old.size:
             self.found[f.rule] = f
@@ -301,7 +309,10 @@ class Explorer:
     def _fresh_check(self, rule: str) -> Callable[[list[dict[str, Json]]], Finding | None]:
         def check(steps: list[dict[str, Json]]) -> Finding | None:
             self.stats.reduce_runs += 1
-            return as_finding(replay_case({"steps": steps}, self.factory, profile=self.s.profile), steps, rule)
+            mode = steps[0].get("kind", "batch") if steps else self.s.mode
+            rr = run_steps(steps, lambda: self.factory.open(mode), self.factory.release, profile=self.s.profile,
+                           grace=0.0)  # a candidate; the result is re-checked with the grace (replay_case)
+            return as_finding(rr, steps, rule)
 
         return check
 
@@ -328,18 +339,18 @@ class Explorer:
         alone = as_finding(rr_alone, f.steps, rule)  # the example's own steps, in a fresh process
         if alone is None and (late := explained(rr_alone, f.steps)) is not None:
             return late
+        if alone is None and "R5" in self.found:  # another symptom of the state leak already reported
+            return not_reproduced(f)
         if alone is None:  # it needs what the live process ran before it (state kept across runs)
             steps = [*f.prefix, *f.steps]
             rr = replay_case({"steps": steps}, self.factory, profile=self.s.profile) if f.prefix else None
             whole = as_finding(rr, steps, rule) if rr is not None else None
             if whole is None and rr is not None and (late := explained(rr, steps)) is not None:
                 return late
-            if whole is not None:
-                small, _ = minimize(whole, fresh, deadline=deadline, max_runs=runs // 2)
-                best = dataclasses.replace(small, reproduced=True)
-            else:
-                small, _ = minimize(f, self._live_check(rule), deadline=deadline, max_runs=runs)
-                best = dataclasses.replace(small, reproduced=False)
+            if whole is None:  # not even with its history: reported as it was seen (P7)
+                return not_reproduced(f)
+            small, _ = minimize(whole, fresh, deadline=deadline, max_runs=runs // 2)
+            best = dataclasses.replace(small, reproduced=True)
         else:
             small, _ = minimize(alone, self._live_check(rule), deadline=deadline, max_runs=runs)
             again = fresh(small.steps) if small is not alone else alone
@@ -356,6 +367,20 @@ class Explorer:
             if alone.ok:
                 return carried_over(best)
         return best
+
+
+def not_reproduced(f: Finding) -> Finding:
+    """A divergence seen on the live process that a fresh process does not reproduce, even after the
+    earlier runs kept as its history: P7 (state carried across runs from further back, or
+    nondeterminism), with what was seen."""
+    v = f.verdict.violation
+    assert v is not None
+    note = (f"\nReplayed in a fresh process, even after the earlier runs the campaign kept ({len(f.prefix)} "
+            f"step(s)), this case does not diverge (P7): the implementation keeps state across runs from "
+            f"further back, or is nondeterministic. Seen: {v.rule} {v.kind}.")
+    p7 = dataclasses.replace(v, rule="P7", kind="not-reproduced", explanation=v.explanation + note, invariant=None,
+                             checked_by=())
+    return Finding(dataclasses.replace(f.verdict, violation=p7), f.steps, f.traces, False, False)
 
 
 def carried_over(f: Finding) -> Finding:
@@ -606,6 +631,9 @@ class Campaign:
             if self.explorer is not None:
                 self.explorer.close()
         elapsed = time.perf_counter() - self.started
+        if "R5" in self.findings and "P7" in self.findings:  # the state leak R5 shows explains the P7
+            del self.findings["P7"]
+            self.stats.folded += 1
         findings = sorted(self.findings.values(), key=lambda f: f.rule)
         stats = self.stats_json(elapsed, interrupted)
         result = CampaignResult(findings, self.seed, stats, [], interrupted,
@@ -677,6 +705,7 @@ class Campaign:
             "judged": st.judged,
             "reduceSeconds": round(st.reduce_seconds, 3),
             "reduceRuns": st.reduce_runs,
+            "foldedIntoR5": st.folded,
             "jobs": self.jobs,
             "interrupted": interrupted,
             "stoppedBy": st.stopped,
