@@ -24,22 +24,35 @@ from typing import IO, Any
 
 from .. import _safejson
 from .._text import paint, printable, use_color
-from ..oracle._check import INPUT_FORMATS, FileResult, assumption_notes, check_file, iter_check_file
+from ..oracle._check import (
+    INPUT_FORMATS,
+    TELEMETRY_FORMATS,
+    FileResult,
+    assumption_notes,
+    check_file,
+    iter_check_file,
+)
+from ..oracle._histories import FORMATS as HISTORY_FORMATS
 from ..oracle._records import LEDGER_NOT_WITNESSED, MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
 from ..oracle._stream import DEFAULT_MAX_LINE, Options
 from ._common import EXIT_USAGE, UsageError
 
 Json = Any
 
+#: Inputs whose conforming runs list the rules verified (what they record varies).
+VERIFIED_SHOWN = frozenset((*TELEMETRY_FORMATS, *HISTORY_FORMATS))
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "check",
-        help="check recorded run ledgers (NDJSON) and OpenAI/Anthropic transcripts against the spec, run by run",
+        help="check recorded run ledgers (NDJSON), OpenTelemetry GenAI traces, framework histories and "
+             "OpenAI/Anthropic transcripts against the spec, run by run",
         description=__doc__.split("\n\n", 1)[0].split(": ", 1)[1] if __doc__ else None,
         epilog="Exit codes: 0 all runs conform; 1 a violation; 2 input could not be read (takes precedence).",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="ledgers, traces or transcripts ('-' reads stdin)")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="ledgers, traces, OpenTelemetry exports, histories or transcripts ('-' reads stdin)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
     p.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
                    help="what the files hold (default: auto, decided per file)")
@@ -81,6 +94,10 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
             what = "incomplete (no terminal event)"
         assumed = rec.checks.get("assumed", ())
         tail = f"; assumed {', '.join(assumed)}" if assumed else ""
+        if rec.input in VERIFIED_SHOWN:  # what the recording let the oracle verify differs from run to run
+            tail = f"; verified {' '.join(rec.checks.get('verified', ())) or 'nothing'}" + tail
+            if s.get("executions") is not None:
+                what += f", {s['executions']} execution(s)"
         return f"{paint('ok', '32', color)}   {run} ({rec.input}, {_loc(rec)}, {n}): {printable(what)}{tail}"
     if rec.verdict == "unreadable":
         return (f"{paint('UNREADABLE', '33;1', color)} {run} ({rec.input}, {printable(rec.file)}:{rec.error_line}): "

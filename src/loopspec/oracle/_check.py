@@ -4,10 +4,17 @@ Input formats (``--input-format``):
 
 * ``ledger`` — the engine's run ledger (NDJSON, one event a line, runs interleaved; streamed);
 * ``trace`` — ``loopspec-trace/1`` documents, judged by the fuzzer's judge itself;
-* ``openai-chat`` / ``openai-responses`` / ``anthropic`` — transcripts;
+* ``openai-chat`` / ``openai-responses`` / ``anthropic`` — transcripts (``openai-responses`` also reads
+  the Agents SDK's ``to_input_list()``);
+* ``pydantic-ai`` / ``langchain`` — framework message histories (``ModelMessagesTypeAdapter`` JSON,
+  ``messages_to_dict``), read like transcripts;
+* ``otlp-json`` / ``otel-console`` — OpenTelemetry traces (OTLP/JSON lines, the SDK console
+  exporter's JSON), grouped into runs by trace and agent invocation;
 * ``auto`` (default) — decided per file from its first line: a ledger event (an object with ``run``
-  and a ledger ``type``) means a ledger, a ``loopspec-trace/1`` object a trace file; anything else is
-  a transcript file, whose format is decided from the first conversation that shows tool use.
+  and a ledger ``type``) means a ledger, a ``loopspec-trace/1`` object a trace file, an object with
+  ``resourceSpans`` OTLP/JSON, a span as the console exporter prints it (``context.trace_id``) console
+  JSON; anything else is a transcript file, whose format is decided from the first conversation that
+  shows tool use (or the shape of a framework history).
 
 Transcript and trace files may be one JSON document (a conversation, a JSON array of
 conversations, or — for transcripts — a bare array of messages / items), or NDJSON with one
@@ -29,6 +36,7 @@ from typing import IO, Any, Final
 from .. import _safejson
 from .._judge import TRACE_FORMAT, TraceError, default_spec, judge
 from .._spec import Spec
+from . import _histories, _telemetry
 from ._locate import Located, loads_located
 from ._records import MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
 from ._stream import DEFAULT_OPTIONS, LedgerStream, Options, read_lines
@@ -49,7 +57,14 @@ from ._transcripts import (
 
 Json = Any
 
-INPUT_FORMATS: Final = ("auto", "ledger", "trace", *FORMATS)
+TELEMETRY_FORMATS: Final = ("otlp-json", "otel-console")
+INPUT_FORMATS: Final = ("auto", "ledger", "trace", *FORMATS, *_histories.FORMATS, *TELEMETRY_FORMATS)
+
+_IMPORTERS: Final = {**IMPORTERS, **_histories.IMPORTERS}
+_WITNESSED: Final = {**WITNESSED, **_histories.WITNESSED}
+
+#: Most spans one telemetry file may hold (they are grouped into runs in memory).
+MAX_SPANS: Final = 2_000_000
 
 #: Said when a transcript or trace file that is one JSON document is past the size limit.
 _NDJSON_HINT: Final = ("; a transcript or trace file that is one JSON document must fit the limit too: write one "
@@ -194,6 +209,16 @@ def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
     # documents: NDJSON (one per line) or one document for the whole file
     docs = _documents(first, itertools.chain(peeked, lines), one_line, name, opts,
                       doc if one_line else None)
+    if fmt in ("transcript", *TELEMETRY_FORMATS):
+        head = next(docs, None)
+        if head is None:
+            return
+        docs = _chain(head, docs)  # type: ignore[arg-type]
+        if fmt == "transcript" and isinstance(head, _Doc):
+            fmt = _telemetry_kind(head.value) or fmt
+        if fmt in TELEMETRY_FORMATS:
+            yield from _check_telemetry(docs, name, fmt, opts, spec, summary)  # type: ignore[arg-type]
+            return
     if fmt == "trace":
         yield from _check_traces(docs, name, spec, summary)
         return
@@ -226,8 +251,16 @@ def _kind_of(doc: Json) -> str:
             return "ledger"
         if doc.get("format") == TRACE_FORMAT:
             return "trace"
-        return "transcript"
+        return _telemetry_kind(doc) or "transcript"
     return "transcript"
+
+
+def _telemetry_kind(doc: Json) -> str | None:
+    if _telemetry.is_otlp(doc):
+        return "otlp-json"
+    if _telemetry.is_console_span(doc) or (isinstance(doc, list) and doc and _telemetry.is_console_span(doc[0])):
+        return "otel-console"
+    return None
 
 
 @dataclass
@@ -255,7 +288,7 @@ def _documents(first: tuple[int, bytes | None, str | None], lines: Iterator[tupl
                 try:
                     value = _safejson.loads(raw, limits=limits)
                 except _safejson.JsonInputError as exc:
-                    yield InputError(name, n, _doc_reason(exc))
+                    yield InputError(name, n, exc.message())
                     continue
             k += 1
             yield from _expand(Located(value, {}, "", n), n, k)
@@ -277,16 +310,35 @@ def _documents(first: tuple[int, bytes | None, str | None], lines: Iterator[tupl
     try:
         value = _safejson.loads(data, limits=limits)
     except _safejson.JsonInputError as exc:
+        if exc.reason.startswith("not JSON: Extra data"):  # JSON values one after another (console exporter)
+            yield from _concatenated(data.decode("utf-8"), start, name)
+            return
         line = exc.line + start - 1 if exc.line is not None else None
-        yield InputError(name, line, _doc_reason(exc))
+        yield InputError(name, line, exc.message())
         return
     loc = loads_located(data.decode("utf-8"), start, value)
     del data
     yield from _expand(loc, start, 1)
 
 
-def _doc_reason(exc: _safejson.JsonInputError) -> str:
-    return exc.message()  # "not JSON: …" (with the column), or the limit the text is past
+def _concatenated(text: str, start: int, name: str) -> Iterator[_Doc | InputError]:
+    k = 0
+    try:
+        for line, value in _telemetry.iter_concatenated(text, start):
+            if isinstance(value, ValueError):
+                yield InputError(name, line, f"not JSON: {_reason(value)}")
+                return
+            k += 1
+            yield _Doc(value, line, None, k)
+    except RecursionError:
+        yield InputError(name, None, "not JSON: nested too deeply")
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, _safejson.JsonInputError):
+        return exc.message().removeprefix("not JSON: ")
+    msg = getattr(exc, "msg", None) or str(exc)
+    return str(msg).splitlines()[0] if msg else type(exc).__name__
 
 
 def _expand(loc: Located, line: int, k: int) -> Iterator[_Doc]:
@@ -351,13 +403,13 @@ def _check_transcripts(docs: Iterator[_Doc | InputError], name: str, fmt: str | 
         line_of = (lambda o: loc.line(o)) if loc is not None else (lambda o: d.line)
         summary.events += len(entries)
         try:
-            items = IMPORTERS[f](entries, where, line_of)
+            items = _IMPORTERS[f](entries, where, line_of)
         except TranscriptError as exc:
             return RunRecord(name, cid, f, "unreadable", len(entries), (d.line, d.line),
                              error=f"{exc.where}: {exc.message}", error_line=exc.line or d.line)
         last = max([d.line] + [it.line for it in items])
         tv = check_items(f, cid, items, len(entries), rules, allow_incomplete=opts.allow_incomplete)
-        w = WITNESSED[f]
+        w = _WITNESSED[f]
         checks = {"verified": [r for r, how in w.items() if how == "verified"],
                   "assumed": [r for r, how in w.items() if how == "assumed"],
                   "notWitnessed": [r for r in all_rules if r not in w and r != "R0"]}
@@ -380,19 +432,20 @@ def _check_transcripts(docs: Iterator[_Doc | InputError], name: str, fmt: str | 
             continue
         shown = formats_shown(d.value)
         if fmt is not None:  # --input-format: every conversation is read in that format
-            other = [(f, w) for f, w in shown.items() if f != fmt]
+            other = [(f, w) for f, w in shown.items() if f != fmt] if fmt in LABELS else []
             if other:
                 f2, w2 = other[0]
                 yield refused(d, fmt, f"{w2} is {LABELS[f2]}, but --input-format is {fmt} ({LABELS[fmt]})")
             else:
                 yield one(d, fmt)
             continue
-        if len(shown) > 1:
+        f = _histories.detect_format(d.value)
+        if f is None and len(shown) > 1:
             (f1, w1), (f2, w2) = list(shown.items())[:2]
             yield refused(d, f1, f"mixes {LABELS[f1]} ({w1}) and {LABELS[f2]} ({w2}) messages: a conversation is "
                                  "in one format")
             continue
-        f = next(iter(shown), None) or file_fmt or detect_format(d.value)
+        f = f or next(iter(shown), None) or file_fmt or detect_format(d.value)
         if f is None:
             pending.append(d)  # no tool use and nothing else decisive: read as the file's other conversations
             continue
@@ -411,9 +464,63 @@ def assumption_notes(input_kind: str) -> dict[str, str]:
 
     if input_kind == "ledger":
         return dict(LEDGER_ASSUMPTIONS)
-    if input_kind in WITNESSED:
-        return {r: ASSUMPTION for r, how in WITNESSED[input_kind].items() if how == "assumed"}
+    if input_kind in _WITNESSED:
+        return {r: ASSUMPTION for r, how in _WITNESSED[input_kind].items() if how == "assumed"}
+    if input_kind in TELEMETRY_FORMATS:
+        return {r: ASSUMPTION for r in ("R6", "R7")}
     return {}
+
+
+def _check_telemetry(docs: Iterator[_Doc | InputError], name: str, fmt: str, opts: Options, spec: Spec,
+                     summary: Summary) -> Iterator[RunRecord | InputError]:
+    """Read every span of the file (a trace's spans may be anywhere in it), group them into runs and check
+    each run's conversation and executions."""
+    spans: list[_telemetry.Span] = []
+    for d in docs:
+        if isinstance(d, InputError):
+            yield d
+            continue
+        values = d.value if fmt == "otel-console" and isinstance(d.value, list) else [d.value]
+        for v in values:
+            line = d.located.line(v) if d.located is not None and isinstance(v, dict) else d.line
+            try:
+                if fmt == "otlp-json":
+                    spans += _telemetry.otlp_spans(v, "", line, len(spans))
+                else:
+                    where = "$" if v is d.value else f"$[{values.index(v)}]"
+                    spans.append(_telemetry.console_span(v, where, line, len(spans)))
+            except TranscriptError as exc:
+                yield InputError(name, exc.line or line, f"{exc.where}: {exc.message}")
+        if len(spans) > MAX_SPANS:
+            yield InputError(name, d.line, f"more than {MAX_SPANS} spans in one file: split it by trace")
+            return
+    summary.events += len(spans)
+    t = tables_for(spec)
+    for run in _telemetry.group_runs(spans):
+        lines = (min(s.line for s in run.spans), max(s.line for s in run.spans))
+        agent = _telemetry._attr(run.agent, "agent.name") if run.agent is not None else None
+        try:
+            ri = _telemetry.run_items(run)
+        except TranscriptError as exc:
+            yield RunRecord(name, run.id, fmt, "unreadable", len(run.spans), lines,
+                            error=f"{exc.where}: {exc.message}", error_line=exc.line or lines[0])
+            continue
+        tools = ri.tools if ri.tools is not None else (ri.schemas or None)
+        tv = check_items(fmt, run.id, ri.items, len(run.spans), t.rules, allow_incomplete=True, tools=tools,
+                         allow_list=ri.tools is not None)
+        checks = _telemetry.run_checks(ri.recorded, ri.tools, ri.schemas, t.rule_ids)
+        summ: dict[str, Json] = {"calls": tv.calls, "results": tv.results, "executions": tv.executions}
+        if isinstance(agent, str):
+            summ["agent"] = agent
+        summ["recorded"] = ri.recorded
+        if ri.notes:
+            summ["notes"] = ri.notes
+        if tv.violation is None:
+            yield RunRecord(name, run.id, fmt, "conforms", len(run.spans), lines, summ, checks)
+            continue
+        yield RunRecord(name, run.id, fmt, "violates", len(run.spans), lines, summ, checks, tv.violation,
+                        {"event": tv.item_pos, "path": tv.path, "line": tv.line}, {"events": tv.item_pos,
+                                                                                   "steps": tv.steps})
 
 
 def read_text_input(data: bytes, name: str = "<memory>", **kw: Any) -> FileResult:
