@@ -176,7 +176,9 @@ def test_R19_langgraph_answers_with_its_own_text_at_the_last_round() -> None:
 
 def test_impl_names_resolve_or_explain() -> None:
     assert resolve("python3 examples/python/executor.py") is None
-    assert resolve("loopspec.fuzz._adapter:ReferenceExecutor") is not None
+    from loopspec.fuzz import ReferenceExecutor
+
+    assert resolve("loopspec.fuzz._adapter:ReferenceExecutor") is ReferenceExecutor
 
 
 def test_frameworks_page_reports_the_versions_ci_installs() -> None:
