@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 __all__ = [
+    "EVIDENCE",
     "Choice",
     "Code",
     "Effect",
@@ -167,15 +168,35 @@ class Parameter:
         return self.values[0]
 
 
+#: How a profile choice is known (SPEC.md P-EVIDENCE), strongest first.
+EVIDENCE = ("documented", "source", "observed")
+
+
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """One documented choice of a profile: a parameter's value, with the framework's own documentation."""
+    """One choice of a profile: a parameter's value, with its evidence graded (P-EVIDENCE):
+
+    * ``documented``: ``quote`` is an exact sentence of the framework's documentation at ``source`` (a
+      link), shipped in the pinned package in the file ``shipped`` (the docstring the page renders);
+    * ``source``: ``quote`` is a line of the function ``function`` of the file ``shipped`` in the
+      framework's installed source (``source`` links to it);
+    * ``observed``: neither says it; only the runs show it (``source`` may link to related text).
+    """
 
     parameter: str
     value: str
-    source: str
+    source: str | None
     note: str
     text: str | None = None  # the framework's fixed text, for a value that needs one (Parameter.texts)
+    evidence: str = "observed"
+    quote: str | None = None
+    shipped: str | None = None  # the file of the installed framework that holds the quote
+    function: str | None = None  # evidence = source: the function (Class.method) holding the quoted line
+
+    @property
+    def promised(self) -> bool:
+        """Does the framework promise this behaviour (documented or in its source), beyond the runs?"""
+        return self.evidence != "observed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -731,7 +752,7 @@ _URL = re.compile(r"^https?://\S+$")
 def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter, ...], tuple[Profile, ...]]:
     """``[[parameter]]`` and ``[[profile]]`` (SPEC.md section 4), validated: parameters name rules and
     give a meaning for each value; a profile sets known parameters to one of their non-default values,
-    each at most once, citing the framework's documentation (an http(s) URL)."""
+    each at most once, with its evidence graded (P-EVIDENCE: a quote for documented and source)."""
     parameters: list[Parameter] = []
     for e in _entries(ctx, doc, "parameter"):
         pid = e["id"]
@@ -777,9 +798,29 @@ def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter,
                                 f"{param} takes one of {', '.join(by_id[param].values)}, got {value!r}")
             if value == by_id[param].default:
                 raise ctx.error("profile", pid, f"{fld}.value", f"{value!r} is the strict default: not a choice")
+            evidence = c.get("evidence")
+            if evidence not in EVIDENCE:
+                raise ctx.error("profile", pid, f"{fld}.evidence", f"one of {', '.join(EVIDENCE)}, got {evidence!r}")
             source = c.get("source")
-            if not isinstance(source, str) or not _URL.match(source):
-                raise ctx.error("profile", pid, f"{fld}.source", "a link (http or https URL) to the framework's documentation")
+            if (source is not None or evidence != "observed") and (not isinstance(source, str) or not _URL.match(source)):
+                raise ctx.error("profile", pid, f"{fld}.source", "a link (http or https URL) to the framework's "
+                                "documentation or source")
+            quote, shipped, function = c.get("quote"), c.get("shipped"), c.get("function")
+            if evidence in ("documented", "source"):
+                what = "the exact sentence quoted" if evidence == "documented" else "the quoted source line"
+                if not isinstance(quote, str) or not quote.strip():
+                    raise ctx.error("profile", pid, f"{fld}.quote", f"evidence = {evidence} needs {what}")
+                if not isinstance(shipped, str) or not shipped:
+                    raise ctx.error("profile", pid, f"{fld}.shipped", f"evidence = {evidence} needs the file of the "
+                                    "installed framework that holds the quote")
+            elif quote is not None or shipped is not None:
+                raise ctx.error("profile", pid, f"{fld}.quote", "evidence = observed has no quote: nothing says it")
+            if evidence == "source":
+                if not isinstance(function, str) or not function:
+                    raise ctx.error("profile", pid, f"{fld}.function", "evidence = source needs the function "
+                                    "(or Class.method) that holds the quoted line")
+            elif function is not None:
+                raise ctx.error("profile", pid, f"{fld}.function", f"evidence = {evidence} names no function")
             note = c.get("note")
             if not isinstance(note, str) or not note:
                 raise ctx.error("profile", pid, f"{fld}.note", "missing or not a non-empty string")
@@ -789,7 +830,7 @@ def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter,
                     raise ctx.error("profile", pid, f"{fld}.text", f"{param} = {value} needs the framework's text")
             elif text is not None:
                 raise ctx.error("profile", pid, f"{fld}.text", f"{param} = {value} takes no text")
-            choices.append(Choice(param, value, source, note, text))
+            choices.append(Choice(param, value, source, note, text, evidence, quote, shipped, function))
         profiles.append(Profile(pid, _str(ctx, "profile", e, "framework"), _str(ctx, "profile", e, "tested"),
                                 _str(ctx, "profile", e, "doc"), tuple(choices)))
     return tuple(parameters), tuple(profiles)

@@ -14,20 +14,29 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
+from .. import _safejson
 from .._progress import Status
 from .._spec import default_spec_path
-from .._text import paint, use_color
-from ..oracle._check import INPUT_FORMATS, FileResult, assumption_notes, check_file, iter_check_file
-from ..oracle._records import LEDGER_NOT_WITNESSED, InputError, RunRecord, Summary
+from .._text import paint, printable, use_color
+from ..oracle._check import (
+    INPUT_FORMATS,
+    TELEMETRY_FORMATS,
+    FileResult,
+    assumption_notes,
+    check_file,
+    iter_check_file,
+)
+from ..oracle._histories import FORMATS as HISTORY_FORMATS
+from ..oracle._records import LEDGER_NOT_WITNESSED, MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
 from ..oracle._stream import DEFAULT_MAX_LINE, Options
 from ._common import (
     EXIT_USAGE,
@@ -40,15 +49,20 @@ from ._common import (
 
 Json = Any
 
+#: Inputs whose conforming runs list the rules verified (what they record varies).
+VERIFIED_SHOWN = frozenset((*TELEMETRY_FORMATS, *HISTORY_FORMATS))
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "check",
-        help="check recorded run ledgers (NDJSON) and OpenAI/Anthropic transcripts against the spec, run by run",
+        help="check recorded run ledgers (NDJSON), OpenTelemetry GenAI traces, framework histories and "
+             "OpenAI/Anthropic transcripts against the spec, run by run",
         description=__doc__.split("\n\n", 1)[0].split(": ", 1)[1] if __doc__ else None,
         epilog="Exit codes: 0 all runs conform; 1 a violation; 2 input could not be read (takes precedence).",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="ledgers, traces or transcripts ('-' reads stdin)")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="ledgers, traces, OpenTelemetry exports, histories or transcripts ('-' reads stdin)")
     add_spec_option(p)
     add_format_option(p, meanings={"json": "every run's verdict, the input errors and the summary as one JSON "
                                             "document on stdout"})
@@ -77,11 +91,14 @@ def register(sub: Any) -> None:
 
 def _loc(rec: RunRecord) -> str:
     a, b = rec.lines
-    return f"{rec.file}:{a}" + (f"-{b}" if b != a else "")
+    return f"{printable(rec.file)}:{a}" + (f"-{b}" if b != a else "")
 
 
 def record_text(rec: RunRecord, color: bool = False) -> str:
+    """A run's verdict for people. Every string that comes from the input (run ids, file names, the
+    explanation's quotes) is shown with its control characters escaped."""
     n = f"{rec.events} event{'s' if rec.events != 1 else ''}"
+    run = printable(rec.run)
     if rec.verdict == "conforms":
         s = rec.summary
         what = f"{s.get('status')}/{s.get('stopReason')}" if "status" in s and s.get("status") else (
@@ -90,13 +107,18 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
             what = "incomplete (no terminal event)"
         assumed = rec.checks.get("assumed", ())
         tail = f"; assumed {', '.join(assumed)}" if assumed else ""
-        return f"{paint('ok', '32', color)}   {rec.run} ({rec.input}, {_loc(rec)}, {n}): {what}{tail}"
+        if rec.input in VERIFIED_SHOWN:  # what the recording let the oracle verify differs from run to run
+            tail = f"; verified {' '.join(rec.checks.get('verified', ())) or 'nothing'}" + tail
+            if s.get("executions") is not None:
+                what += f", {s['executions']} execution(s)"
+        return f"{paint('ok', '32', color)}   {run} ({rec.input}, {_loc(rec)}, {n}): {printable(what)}{tail}"
     if rec.verdict == "unreadable":
-        return (f"{paint('UNREADABLE', '33;1', color)} {rec.run} ({rec.input}, {rec.file}:{rec.error_line}): "
-                f"{rec.error}")
+        return (f"{paint('UNREADABLE', '33;1', color)} {run} ({rec.input}, {printable(rec.file)}:{rec.error_line}): "
+                f"{printable(rec.error or '')}")
     v = rec.violation
-    assert v is not None
-    head = f"{paint('FAIL', '31;1', color)} {rec.run} ({rec.input}, {_loc(rec)}, {n}): {v.rule} {v.kind}"
+    if v is None:  # pragma: no cover - a violating record always carries its violation
+        return f"{paint('FAIL', '31;1', color)} {run} ({rec.input}, {_loc(rec)}, {n})"
+    head = f"{paint('FAIL', '31;1', color)} {run} ({rec.input}, {_loc(rec)}, {n}): {v.rule} {v.kind}"
     if v.invariant:
         head += f", invariant {v.invariant}"
     at = rec.at or {}
@@ -104,15 +126,15 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
     if at.get("event") is not None:
         where.append(f"event {at['event']}")
     if at.get("seq") is not None:
-        where.append(f"seq {at['seq']}")
+        where.append(f"seq {printable(str(at['seq']))}")
     if at.get("path"):
-        where.append(str(at["path"]))
+        where.append(printable(str(at["path"])))
     if at.get("line") is not None:
         where.append(f"line {at['line']}")
     if rec.amends:
         where.append("after the run was reported as conforming")
     lines = [head + (f" — at {', '.join(where)}" if where else "")]
-    lines += ["  " + x for x in v.explanation.splitlines()]
+    lines += ["  " + printable(x) for x in v.explanation.splitlines()]
     if v.invariants:
         lines.append(f"  Invariants the observed behaviour breaks: {', '.join(v.invariants)}")
     if rec.prefix is not None and "events" in rec.prefix:
@@ -129,28 +151,37 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
 
 def _safe_json(value: Json) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
+        return _safejson.dumps(value, indent=2)
     except (RecursionError, ValueError, TypeError):
-        return json.dumps(_truncate(value, 32), ensure_ascii=False, indent=2, default=repr)
+        return _safejson.dumps(_truncate(value, 32), indent=2)
 
 
 def _truncate(value: Json, depth: int) -> Json:
+    """A copy of ``value`` that JSON can always hold: nesting cut at ``depth``, anything else that is
+    not JSON (a non-finite number, an object) shown as text."""
     if depth <= 0:
         return "<nested too deeply to show>"
     if isinstance(value, dict):
-        return {k: _truncate(v, depth - 1) for k, v in value.items()}
-    if isinstance(value, list):
+        return {str(k): _truncate(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
         return [_truncate(v, depth - 1) for v in value]
-    return value
+    if isinstance(value, float) and value - value != 0.0:
+        return repr(value)
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return repr(value)
 
 
 class JsonWriter:
-    """Streams ``{"runs": [...], "inputErrors": [...], "summary": {...}, "assumptions": {...}}``."""
+    """Streams ``{"runs": [...], "inputErrors": [...], "summary": {...}, "assumptions": {...}}``.
+    The input errors listed are the first :data:`~loopspec.oracle._records.MAX_ERRORS_SHOWN` of each
+    file (the summary counts them all, and ``inputErrorsNotListed`` says how many are not listed)."""
 
     def __init__(self, out: IO[str]) -> None:
         self.out = out
         self.n = 0
         self.errors: list[InputError] = []
+        self.not_listed = 0
         self.inputs: set[str] = set()
         out.write('{\n"runs": [')
 
@@ -159,8 +190,11 @@ class JsonWriter:
         self.n += 1
         self.inputs.add(rec.input)
 
-    def error(self, e: InputError) -> None:
-        self.errors.append(e)
+    def error(self, e: InputError, listed: bool = True) -> None:
+        if listed:
+            self.errors.append(e)
+        else:
+            self.not_listed += 1
 
     def close(self, summary: Summary) -> None:
         notes: dict[str, Json] = {}
@@ -171,9 +205,12 @@ class JsonWriter:
         if "ledger" in self.inputs:
             notes.setdefault("ledger", {})
             notes["ledger"] = {"assumed": notes["ledger"], "notWitnessed": dict(LEDGER_NOT_WITNESSED)}
-        self.out.write("\n],\n" + '"inputErrors": ' + json.dumps([e.to_json() for e in self.errors], ensure_ascii=False)
-                       + ',\n"summary": ' + json.dumps(summary.to_json(), ensure_ascii=False)
-                       + ',\n"assumptions": ' + json.dumps(notes, ensure_ascii=False) + "\n}\n")
+        summ = summary.to_json()
+        if self.not_listed:
+            summ["inputErrorsNotListed"] = self.not_listed
+        self.out.write("\n],\n" + '"inputErrors": ' + _safejson.dumps([e.to_json() for e in self.errors], compact=False)
+                       + ',\n"summary": ' + _safejson.dumps(summ, compact=False)
+                       + ',\n"assumptions": ' + _safejson.dumps(notes, compact=False) + "\n}\n")
 
 
 def _indent(text: str) -> str:
@@ -210,7 +247,7 @@ def write_diagram(out_dir: Path, rec: RunRecord, spec_file: str | None = None) -
     trace = Trace(tuple(tr["path"]), tr.get("failed"), tr.get("start"), str(tr.get("label", "")))
     ov = make_overlay(machine, trace)
     written: list[Path] = []
-    files = {"path.json": json.dumps(dict(tr), indent=2) + "\n", "machine-trace.dot": machine_dot(machine, ov),
+    files = {"path.json": _safejson.dumps(dict(tr), indent=2) + "\n", "machine-trace.dot": machine_dot(machine, ov),
              "machine-trace.mmd": machine_mermaid(machine, ov),
              "machine-trace.md": overlay_markdown(machine, ov, image="machine-trace.svg")}
     for fname, text in files.items():
@@ -309,29 +346,20 @@ class _Reading:
                       finding="violation", phase=phase)
 
 
-def _one(item: RunRecord | InputError, args: argparse.Namespace, writer: JsonWriter | None, diagram_dir: Path | None,
-         color: bool, reading: _Reading) -> None:
-    if isinstance(item, InputError):
-        print(f"loopspec check: error: {item.text()}", file=sys.stderr)
-        if writer is not None:
-            writer.error(item)
-        return
-    rec = item
-    reading.runs += 1
-    if rec.violation is not None:
-        reading.violations += 1
-    if rec.verdict == "unreadable":
-        who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
-        print(f"loopspec check: error: {rec.file}:{rec.error_line}: {who}{rec.error}", file=sys.stderr)
-    if diagram_dir is not None and rec.trace is not None and rec.violation is not None:
-        try:
-            write_diagram(diagram_dir, rec)
-        except Exception as exc:  # a drawing problem never hides the verdict
-            print(f"loopspec check: warning: no diagram for run {rec.run!r}: {exc}", file=sys.stderr)
-    if writer is not None:
-        writer.record(rec)
-    elif rec.verdict != "conforms" or not args.quiet:
-        print(record_text(rec, color))
+def _diagram_dir(arg: str | None) -> Path | None:
+    """``--diagram DIR``, checked before any work: a directory (or one that can be made) we can write."""
+    if not arg:
+        return None
+    d = Path(arg)
+    probe = d
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is" if probe == d else f"is under {printable(str(probe))}, which is"
+        raise UsageError(f"--diagram {printable(arg)}: {what} not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"--diagram {printable(arg)}: cannot write in {printable(str(probe))}")
+    return d
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -341,6 +369,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError("--max-line-bytes must be at least 1024")
     if args.files.count("-") > 1:
         raise UsageError("stdin ('-') can be given once")
+    diagram_dir = _diagram_dir(args.diagram)
     if args.validate:
         schema = default_spec_path().parent / "schema" / "ledger-event.schema.json"
         if not schema.is_file():
@@ -349,7 +378,8 @@ def handle(args: argparse.Namespace) -> int:
     color = use_color(sys.stdout) and args.format == "text"
     total = Summary()
     writer = JsonWriter(sys.stdout) if args.format == "json" else None
-    diagram_dir = Path(args.diagram) if args.diagram else None
+    drawn = undrawn = 0
+    shown: Counter[str] = Counter()  # input errors shown per file (the first MAX_ERRORS_SHOWN)
     line = progress_line(args)
     reading = _Reading(args.files, parallel=args.jobs != 1 and len(args.files) > 1)
     with line.ticking(lambda: reading.status(line.elapsed())):
@@ -360,12 +390,42 @@ def handle(args: argparse.Namespace) -> int:
                 reading.file_done()
                 continue
             with line.suspended():
-                _one(item, args, writer, diagram_dir, color, reading)
+                if isinstance(item, InputError):
+                    listed = shown[item.file] < MAX_ERRORS_SHOWN
+                    if listed:
+                        shown[item.file] += 1
+                        print(f"loopspec check: error: {printable(item.text())}", file=sys.stderr)
+                        if shown[item.file] == MAX_ERRORS_SHOWN:
+                            print(f"loopspec check: error: {printable(item.file)}: more than {MAX_ERRORS_SHOWN} input errors: "
+                                  "the rest are counted, not shown", file=sys.stderr)
+                    if writer is not None:
+                        writer.error(item, listed)
+                    continue
+                rec = item
+                reading.runs += 1
+                reading.violations += rec.violation is not None
+                if rec.verdict == "unreadable":
+                    who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
+                    print(f"loopspec check: error: {printable(rec.file)}:{rec.error_line}: {printable(who + (rec.error or ''))}",
+                          file=sys.stderr)
+                if diagram_dir is not None and rec.trace is not None and rec.violation is not None:
+                    try:
+                        write_diagram(diagram_dir, rec)
+                        drawn += 1
+                    except Exception as exc:  # a drawing problem never hides the verdict
+                        undrawn += 1
+                        print(f"loopspec check: warning: no diagram for run {printable(repr(rec.run))}: "
+                              f"{printable(str(exc))}", file=sys.stderr)
+                if writer is not None:
+                    writer.record(rec)
+                elif rec.verdict != "conforms" or not args.quiet:
+                    print(record_text(rec, color))
     if writer is not None:
         writer.close(total)
     else:
         print(total.line())
-        if diagram_dir is not None and total.violate:
-            print(f"diagrams of the violating runs: {diagram_dir}/")
+        if diagram_dir is not None and drawn:
+            print(f"diagrams of {drawn} violating run(s): {printable(str(diagram_dir))}/"
+                  + (f" ({undrawn} could not be drawn)" if undrawn else ""))
     code = total.exit_code
     return EXIT_USAGE if code == 2 else code

@@ -8,7 +8,6 @@ from the strict spec when no profile is given), each with its shrunk counterexam
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
@@ -18,7 +17,7 @@ from .._judge import judge
 from .._profiles import params_for
 from .._spec import load_rules, load_spec
 from .._text import write_atomic
-from ._campaign import CampaignResult, Finding
+from ._campaign import CampaignResult, Finding, json_text
 
 Json = Any
 
@@ -49,12 +48,19 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
     rules = [r.id for r in load_rules()]
     deviations = {f.rule: f for f in result.findings}
     choices: dict[str, tuple[Finding, list[str]]] = {}
+    unpromised: dict[str, list[str]] = {}  # rule -> the observed choices that alone explain its finding
     if profile is not None and strict is not None:
+        promised = {c.parameter for c in spec.profile(profile).choices if c.promised}
         for f in strict.findings:
             if f.rule in deviations:
                 continue
             if judge(f.traces[-1], profile=profile).ok:
-                choices[f.rule] = (f, _explained_by(f, profile))
+                params = _explained_by(f, profile)
+                if any(pid in promised for pid in params):
+                    choices[f.rule] = (f, [pid for pid in params if pid in promised])
+                else:  # P-EVIDENCE: only what nothing promises explains it: a deviation
+                    deviations[f.rule] = f
+                    unpromised[f.rule] = params
             else:  # the strict campaign's counterexample deviates from the profile too
                 deviations[f.rule] = f
     unwitnessed: dict[str, list[str]] = {}
@@ -68,6 +74,8 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
             entry = {"rule": rid, "status": "deviates", **_finding_json(deviations[rid], out,
                                                                         "" if deviations[rid] in result.findings
                                                                         else "strict")}
+            if rid in unpromised:  # conforms to the profile only through choices nothing documents
+                entry["observedOnly"] = unpromised[rid]
         elif rid in choices:
             f, params = choices[rid]
             entry = {"rule": rid, "status": "design-choice", "parameters": params, **_finding_json(f, out, "strict")}
@@ -80,7 +88,8 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
     return {
         "format": REPORT_FORMAT, "date": date.today().isoformat(), "impl": impl, "implInfo": dict(info),
         "mode": mode, "profile": profile or "strict",
-        "profileChoices": [{"parameter": c.parameter, "value": c.value, "source": c.source, "note": c.note}
+        "profileChoices": [{"parameter": c.parameter, "value": c.value, "evidence": c.evidence, "source": c.source,
+                            "quote": c.quote, "shipped": c.shipped, "function": c.function, "note": c.note}
                            for c in prof.choices] if prof else [],
         "seed": result.seed, "stats": result.stats, "strictStats": strict.stats if strict else None,
         "rules": per_rule,
@@ -88,6 +97,20 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
 
 
 _STATUS = {"conforms": "conforms", "design-choice": "design choice", "deviates": "**deviates**"}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def evidence_text(c: Mapping[str, Json]) -> str:
+    """A choice's evidence in one table cell: the quote with its link, the source line with its function."""
+    if c.get("evidence") == "documented":
+        return f"documented: “{_cell(c['quote'])}” ([docs]({c['source']}))"
+    if c.get("evidence") == "source":
+        return (f"source: `{c['shipped']}`, `{c['function']}`: `{_cell(c['quote'])}` "
+                f"([source]({c['source']}))")
+    return "**observed** (nothing documents it)"
 
 
 def render_report(data: Mapping[str, Json]) -> str:
@@ -107,10 +130,14 @@ def render_report(data: Mapping[str, Json]) -> str:
         "",
     ]
     if data["profileChoices"]:
-        lines += ["## The profile's documented choices", "", "| parameter | value | meaning | source |", "|---|---|---|---|"]
+        lines += ["## The profile's choices and their evidence", "",
+                  "Evidence: **documented** quotes the framework's documentation, **source** a line of its "
+                  "installed source, both checked against the pinned version; **observed**: nothing says it, "
+                  "only the runs show it (a finding explained only by such a choice is a deviation).", "",
+                  "| parameter | value | meaning | evidence |", "|---|---|---|---|"]
         for c in data["profileChoices"]:
             meaning = spec.parameter(c["parameter"]).meaning[c["value"]]
-            lines.append(f"| `{c['parameter']}` | `{c['value']}` | {meaning} {c['note']} | [{'source' if 'github.com/' in c['source'] else 'docs'}]({c['source']}) |")
+            lines.append(f"| `{c['parameter']}` | `{c['value']}` | {meaning} {c['note']} | {evidence_text(c)} |")
         lines.append("")
     counts = {s: sum(1 for r in data["rules"] if r["status"] == s) for s in _STATUS}
     lines += ["## Per rule", "",
@@ -125,6 +152,10 @@ def render_report(data: Mapping[str, Json]) -> str:
             extra = (" — no campaign met a case where its profile's "
                      + ", ".join(f"`{p}`" for p in r["profileDiffersUnwitnessed"])
                      + " differs from the strict default")
+        elif r["status"] == "deviates" and r.get("observedOnly"):
+            extra = (f" — {r['kind']}: explained only by the observed (undocumented) choice "
+                     + ", ".join(f"`{p}`" for p in r["observedOnly"]) if r["observedOnly"] else
+                     f" — {r['kind']}: explained only by a combination of choices nothing documents")
         elif r["status"] == "deviates":
             extra = (f" — {r['kind']}: deviates from its documented profile" if prof != "strict"
                      else f" — {r['kind']}")
@@ -148,6 +179,6 @@ def render_report(data: Mapping[str, Json]) -> str:
 def write_report(path: str | Path, **kw: Any) -> list[str]:
     data = report_data(**kw)
     p = Path(path)
-    write_atomic(p.with_suffix(".json"), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(p.with_suffix(".json"), json_text(data))
     write_atomic(p, render_report(data) + "\n")
     return [str(p), str(p.with_suffix(".json"))]
