@@ -59,8 +59,9 @@ INPUT_FORMATS: Final = ("auto", "ledger", "trace", *FORMATS, *_histories.FORMATS
 _IMPORTERS: Final = {**IMPORTERS, **_histories.IMPORTERS}
 _WITNESSED: Final = {**WITNESSED, **_histories.WITNESSED}
 
-#: Most spans one telemetry file may hold (they are grouped into runs in memory).
-MAX_SPANS: Final = 2_000_000
+#: Most spans one telemetry file may hold (a file's spans are grouped into runs in memory: about 2 KB a
+#: span with message content); past it the file is refused with an error — split the export by trace.
+MAX_SPANS: Final = 250_000
 
 #: Largest transcript or trace file read whole (a ledger is streamed whatever its size).
 MAX_DOCUMENT: Final = 512 * 1024 * 1024

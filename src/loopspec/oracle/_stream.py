@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Final
+from zlib import crc32
 
 from .._spec import Spec
 from . import _json
@@ -56,6 +57,29 @@ def read_lines(fh: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes | None
         yield n, line, None
 
 
+#: How the engine writes every ledger line: the run id follows at a fixed offset (the top-level key).
+_FAST_PREFIX: Final = b'{"v":1,"run":"'
+
+
+def route_key(raw: bytes) -> bytes:
+    """The run id a raw line names, as UTF-8 (what ``--jobs`` routes by): the first ``"run": "…"`` in
+    the line's first 4096 bytes, as :func:`_guess_run` reads it for a line that is not JSON; b"" when
+    there is none."""
+    m = _RUN_RE.search(raw[:4096])
+    if m is None:
+        return b""
+    key = m.group(1)
+    if b"\\" in key:
+        v = _guess_run(raw)
+        return v.encode("utf-8", "surrogatepass") if v is not None else key
+    return key
+
+
+def run_owner(run: str, ways: int) -> int:
+    """Which of ``ways`` processes owns a run (a hash that every process computes alike)."""
+    return crc32(run.encode("utf-8", "surrogatepass")) % ways
+
+
 def _guess_run(raw: bytes) -> str | None:
     m = _RUN_RE.search(raw[:4096])
     if m is None:
@@ -78,16 +102,26 @@ class LedgerStream:
         self.finished: dict[str, Finished] = {}
         self.events = 0
         self.errors: list[InputError] = []
+        self.split: tuple[int, int] | None = None
+        self.misrouted = False
+        self.at_eof = False
+        self.line = 0
 
     def _error(self, line: int | None, message: str) -> InputError:
         e = InputError(self.file, line, message)
         self.errors.append(e)
         return e
 
-    def run(self, fh: IO[bytes], first_line: int = 1) -> Iterator[RunRecord | InputError]:
+    def run(self, fh: IO[bytes], first_line: int = 1, split: tuple[int, int] | None = None
+            ) -> Iterator[RunRecord | InputError]:
         """Check every event read from ``fh`` (numbering lines from ``first_line``), then close the
         runs left open. The loop is the hot path: one readline, one parse, one dict lookup and the
-        run's ``feed`` per event."""
+        run's ``feed`` per event.
+
+        ``split = (me, ways)``: check only the lines whose run this process owns (``--jobs`` on one file,
+        see ``_split``): a cheap scan reads the run id from the raw line (the ledger writer's fixed
+        prefix, else the first ``"run": "…"`` in the line) and a hash of it picks the owner; every
+        process still numbers every line. ``self.line`` is the line each item was yielded at."""
         loads = _json.loads_fast
         types = EVENT_TYPES
         open_runs = self.open
@@ -96,15 +130,32 @@ class LedgerStream:
         validate = self.opts.validate
         n = first_line - 1
         events = 0
+        me, ways = split if split is not None else (0, 0)
+        owners: dict[bytes, int] = {}  # run id bytes -> owning process
+        self.split = split
         try:
             while True:
                 raw = readline(limit)
                 if not raw:
                     break
                 n += 1
+                if ways:
+                    key = raw[14:raw.find(b'"', 14)] if raw.startswith(_FAST_PREFIX) else route_key(raw)
+                    if b"\\" in key:  # an escape: route by the id it spells
+                        key = route_key(raw)
+                    owner = owners.get(key)
+                    if owner is None:
+                        if len(owners) > 65536:
+                            owners.clear()
+                        owner = owners[key] = crc32(key) % ways
+                    if owner != me:
+                        while raw and not raw.endswith(b"\n"):  # an over-long line: skip all of it
+                            raw = readline(1 << 20)
+                        continue
                 if len(raw) == limit and not raw.endswith(b"\n"):
                     while raw and not raw.endswith(b"\n"):
                         raw = readline(1 << 20)
+                    self.line = n
                     yield self._error(n, f"line longer than {limit - 1} bytes (the limit, --max-line-bytes): skipped")
                     continue
                 try:
@@ -112,44 +163,56 @@ class LedgerStream:
                 except (ValueError, RecursionError) as exc:
                     if not raw.strip():
                         continue
+                    self.line = n
                     yield from self._bad_line(n, raw, exc)
                     continue
                 if ev.__class__ is not dict:
+                    self.line = n
                     yield self._error(n, f"a ledger event must be a JSON object, got {_kind(ev)}")
                     continue
                 events += 1
                 run = ev.get("run")
                 chk = open_runs.get(run) if run.__class__ is str else None  # type: ignore[arg-type]
                 if chk is None:
+                    self.line = n
                     yield from self._not_open(ev, n, run, raw)
                     continue
                 typ = ev.get("type")
                 if typ.__class__ is not str or typ not in types:
+                    self.line = n
                     yield self._close_unreadable(chk, n, _unknown_type(ev))
                     continue
                 if validate:
                     msg = _schema_problem(ev)
                     if msg is not None:
+                        self.line = n
                         yield self._close_unreadable(chk, n, msg)
                         continue
                 try:
                     chk.feed(ev, n)
                 except Divergence as d:
+                    self.line = n
                     yield self._violation(chk, d, ev, n)
                 except RunInputError as e:
+                    self.line = n
                     yield self._close_unreadable(chk, e.line or n, e.message)
                 except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                    self.line = n
                     yield self._close_unreadable(chk, n, _explain_bad_event(ev, exc))
                 else:
                     if chk.terminal:
+                        self.line = n
                         del open_runs[chk.run_id]
                         self.finished[chk.run_id] = Finished(True, chk.inflight, chk.terminal_line, seq=chk.seq)
                         yield conforming_record(self.t, chk, self.file)
         finally:
             self.events += events
+        self.at_eof = True
         yield from self.close()
 
     def _not_open(self, ev: dict[str, Json], n: int, run: Json, raw: bytes = b"") -> Iterator[RunRecord | InputError]:
+        if self.split is not None and isinstance(run, str) and run_owner(run, self.split[1]) != self.split[0]:
+            self.misrouted = True  # the cheap scan read another run id than the parser: the split is unsound here
         if not isinstance(run, str) or not run:
             yield self._error(n, 'a ledger event needs "run": a non-empty string')
             return
