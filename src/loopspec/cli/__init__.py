@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from .._spec import SpecError, using_spec
+from .._text import printable
 from ._common import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["COMMAND_MODULES", "EXIT_FOUND", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with using_spec(getattr(args, "spec", None)):
             return int(args.handler(args))
     except (UsageError, SpecError) as exc:
-        print(f"loopspec {args.command}: error: {exc}", file=sys.stderr)
+        print(f"loopspec {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"loopspec {args.command}: interrupted", file=sys.stderr)
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("LOOPSPEC_DEBUG"):
             raise
         print(
-            f"loopspec {args.command}: internal error: {type(exc).__name__}: {exc} "
+            f"loopspec {args.command}: internal error: {type(exc).__name__}: {printable(str(exc))} "
             "(set LOOPSPEC_DEBUG=1 for a traceback; please report it)",
             file=sys.stderr,
         )
