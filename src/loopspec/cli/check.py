@@ -13,16 +13,19 @@ since the check is then incomplete. The summary line always counts all three.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
 from .. import _safejson
+from .._progress import Status
+from .._spec import default_spec_path
 from .._text import paint, printable, use_color
 from ..oracle._check import (
     INPUT_FORMATS,
@@ -35,7 +38,14 @@ from ..oracle._check import (
 from ..oracle._histories import FORMATS as HISTORY_FORMATS
 from ..oracle._records import LEDGER_NOT_WITNESSED, MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
 from ..oracle._stream import DEFAULT_MAX_LINE, Options
-from ._common import EXIT_USAGE, UsageError
+from ._common import (
+    EXIT_USAGE,
+    UsageError,
+    add_format_option,
+    add_progress_option,
+    add_spec_option,
+    progress_line,
+)
 
 Json = Any
 
@@ -53,7 +63,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="ledgers, traces, OpenTelemetry exports, histories or transcripts ('-' reads stdin)")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+    add_spec_option(p)
+    add_format_option(p, meanings={"json": "every run's verdict, the input errors and the summary as one JSON "
+                                            "document on stdout"})
     p.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
                    help="what the files hold (default: auto, decided per file)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -68,6 +80,7 @@ def register(sub: Any) -> None:
                    help="validate every ledger event against spec/schema/ledger-event.schema.json (slower)")
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE, metavar="N",
                    help=f"skip (and report) lines longer than N bytes (default {DEFAULT_MAX_LINE})")
+    add_progress_option(p)
     p.set_defaults(handler=handle)
 
 
@@ -259,13 +272,15 @@ def _file_job(args: tuple[str, str, Options]) -> FileResult:
     return check_file(path, input_format=fmt, options=opts)
 
 
-def results(files: Sequence[str], fmt: str, opts: Options, jobs: int) -> Iterator[tuple[RunRecord | InputError,
-                                                                                           Summary | None]]:
-    """Records and errors in file order; a file's summary follows its last item (as the second element)."""
+def results(files: Sequence[str], fmt: str, opts: Options, jobs: int,
+            on_open: Callable[[IO[bytes]], None] | None = None) -> Iterator[tuple[RunRecord | InputError,
+                                                                                  Summary | None]]:
+    """Records and errors in file order; a file's summary follows its last item (as the second element).
+    ``on_open`` sees each file as it is opened (one process only)."""
     if jobs == 1 or len(files) == 1:
         for f in files:
             s = Summary()
-            for item in iter_check_file(f, input_format=fmt, options=opts, summary=s):
+            for item in iter_check_file(f, input_format=fmt, options=opts, summary=s, on_open=on_open):
                 yield item, None
             yield _END, s
         return
@@ -280,6 +295,55 @@ def results(files: Sequence[str], fmt: str, opts: Options, jobs: int) -> Iterato
 
 
 _END: Any = object()
+
+
+class _Reading:
+    """How far the check has read, for the progress line: bytes of the files (read position of the open
+    one, sampled from a thread without touching the reader), or files done with --jobs > 1."""
+
+    def __init__(self, files: Sequence[str], parallel: bool) -> None:
+        self.parallel = parallel
+        self.files = len(files)
+        sizes = []
+        for f in files:
+            try:
+                sizes.append(os.stat(f).st_size if f != "-" and os.path.isfile(f) else None)
+            except OSError:
+                sizes.append(0)
+        self.total = None if any(x is None for x in sizes) else sum(x or 0 for x in sizes)
+        self.sizes = sizes
+        self.done_files = 0
+        self.done_bytes = 0
+        self.fd: int | None = None
+        self.runs = 0
+        self.violations = 0
+
+    def opened(self, fh: IO[bytes]) -> None:
+        try:
+            self.fd = fh.fileno()
+        except (OSError, ValueError, io.UnsupportedOperation):
+            self.fd = None
+
+    def file_done(self) -> None:
+        size = self.sizes[self.done_files] if self.done_files < len(self.sizes) else None
+        self.done_bytes += size or 0
+        self.done_files += 1
+        self.fd = None
+
+    def status(self, seconds: float) -> Status:
+        phase = f"{self.runs:,} runs checked"
+        if self.parallel or self.total is None:
+            return Status("check", seconds, self.done_files, self.files, "files", findings=self.violations,
+                          finding="violation", phase=phase)
+        pos = 0
+        fd = self.fd
+        if fd is not None and self.done_files < len(self.sizes):
+            try:
+                pos = min(os.lseek(fd, 0, os.SEEK_CUR), self.sizes[self.done_files] or 0)
+            except OSError:
+                pos = 0
+        return Status("check", seconds, self.done_bytes + pos, self.total, "bytes", findings=self.violations,
+                      finding="violation", phase=phase)
 
 
 def _diagram_dir(arg: str | None) -> Path | None:
@@ -306,45 +370,56 @@ def handle(args: argparse.Namespace) -> int:
     if args.files.count("-") > 1:
         raise UsageError("stdin ('-') can be given once")
     diagram_dir = _diagram_dir(args.diagram)
+    if args.validate:
+        schema = default_spec_path().parent / "schema" / "ledger-event.schema.json"
+        if not schema.is_file():
+            raise UsageError(f"--validate checks events against {schema}, which does not exist")
     opts = Options(max_line=args.max_line_bytes, allow_incomplete=args.allow_incomplete, validate=args.validate)
     color = use_color(sys.stdout) and args.format == "text"
     total = Summary()
     writer = JsonWriter(sys.stdout) if args.format == "json" else None
     drawn = undrawn = 0
     shown: Counter[str] = Counter()  # input errors shown per file (the first MAX_ERRORS_SHOWN)
-    for item, file_summary in results(args.files, args.input_format, opts, args.jobs):
-        if item is _END:
-            assert file_summary is not None
-            total.merge(file_summary)
-            continue
-        if isinstance(item, InputError):
-            listed = shown[item.file] < MAX_ERRORS_SHOWN
-            if listed:
-                shown[item.file] += 1
-                print(f"loopspec check: error: {printable(item.text())}", file=sys.stderr)
-                if shown[item.file] == MAX_ERRORS_SHOWN:
-                    print(f"loopspec check: error: {printable(item.file)}: more than {MAX_ERRORS_SHOWN} input errors: "
-                          "the rest are counted, not shown", file=sys.stderr)
-            if writer is not None:
-                writer.error(item, listed)
-            continue
-        rec = item
-        if rec.verdict == "unreadable":
-            who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
-            print(f"loopspec check: error: {printable(rec.file)}:{rec.error_line}: {printable(who + (rec.error or ''))}",
-                  file=sys.stderr)
-        if diagram_dir is not None and rec.trace is not None and rec.violation is not None:
-            try:
-                write_diagram(diagram_dir, rec)
-                drawn += 1
-            except Exception as exc:  # a drawing problem never hides the verdict
-                undrawn += 1
-                print(f"loopspec check: warning: no diagram for run {printable(repr(rec.run))}: "
-                      f"{printable(str(exc))}", file=sys.stderr)
-        if writer is not None:
-            writer.record(rec)
-        elif rec.verdict != "conforms" or not args.quiet:
-            print(record_text(rec, color))
+    line = progress_line(args)
+    reading = _Reading(args.files, parallel=args.jobs != 1 and len(args.files) > 1)
+    with line.ticking(lambda: reading.status(line.elapsed())):
+        for item, file_summary in results(args.files, args.input_format, opts, args.jobs, on_open=reading.opened):
+            if item is _END:
+                assert file_summary is not None
+                total.merge(file_summary)
+                reading.file_done()
+                continue
+            with line.suspended():
+                if isinstance(item, InputError):
+                    listed = shown[item.file] < MAX_ERRORS_SHOWN
+                    if listed:
+                        shown[item.file] += 1
+                        print(f"loopspec check: error: {printable(item.text())}", file=sys.stderr)
+                        if shown[item.file] == MAX_ERRORS_SHOWN:
+                            print(f"loopspec check: error: {printable(item.file)}: more than {MAX_ERRORS_SHOWN} input errors: "
+                                  "the rest are counted, not shown", file=sys.stderr)
+                    if writer is not None:
+                        writer.error(item, listed)
+                    continue
+                rec = item
+                reading.runs += 1
+                reading.violations += rec.violation is not None
+                if rec.verdict == "unreadable":
+                    who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
+                    print(f"loopspec check: error: {printable(rec.file)}:{rec.error_line}: {printable(who + (rec.error or ''))}",
+                          file=sys.stderr)
+                if diagram_dir is not None and rec.trace is not None and rec.violation is not None:
+                    try:
+                        write_diagram(diagram_dir, rec)
+                        drawn += 1
+                    except Exception as exc:  # a drawing problem never hides the verdict
+                        undrawn += 1
+                        print(f"loopspec check: warning: no diagram for run {printable(repr(rec.run))}: "
+                              f"{printable(str(exc))}", file=sys.stderr)
+                if writer is not None:
+                    writer.record(rec)
+                elif rec.verdict != "conforms" or not args.quiet:
+                    print(record_text(rec, color))
     if writer is not None:
         writer.close(total)
     else:

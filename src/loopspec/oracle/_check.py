@@ -28,7 +28,7 @@ import io
 import itertools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
@@ -89,8 +89,10 @@ def _open(path: str) -> IO[bytes]:
 
 
 def iter_check_file(path: str, *, input_format: str = "auto", options: Options = DEFAULT_OPTIONS,
-                    spec: Spec | None = None, summary: Summary | None = None) -> Iterator[RunRecord | InputError]:
-    """Check one file; yields run records and input errors as they come. ``summary`` is updated."""
+                    spec: Spec | None = None, summary: Summary | None = None,
+                    on_open: Callable[[IO[bytes]], None] | None = None) -> Iterator[RunRecord | InputError]:
+    """Check one file; yields run records and input errors as they come. ``summary`` is updated.
+    ``on_open`` is given the opened file (the command line's progress line reads its position)."""
     spec = spec or default_spec()
     summary = summary if summary is not None else Summary()
     summary.files += 1
@@ -109,6 +111,8 @@ def iter_check_file(path: str, *, input_format: str = "auto", options: Options =
         summary.input_errors += 1
         yield InputError(name, None, f"cannot read: {exc.strerror}")
         return
+    if on_open is not None:
+        on_open(fh)
     try:
         for item in _check_open(fh, name, input_format, options, spec, summary):
             if isinstance(item, InputError):
