@@ -298,3 +298,30 @@ def test_report_a_finding_explained_only_by_an_observed_choice_is_a_deviation() 
     data = report_data(impl="x", info={}, mode="batch", profile="pydantic-ai", result=empty, strict=found, out=None)
     row = next(r for r in data["rules"] if r["rule"] == v.violation.rule)
     assert row["status"] == "design-choice" and row["parameters"] == ["budget"]
+
+
+def test_R15_error_text_accepts_a_frameworks_own_text_never_a_canary_unless_exception_text() -> None:
+    """R15 / error_text: the framework's own text in an error answer is a design choice (framework-text);
+    the tool exception's canary in it is R15's divergence, except under exception-text (LangGraph's
+    handle_tool_errors=True)."""
+    from loopspec._judge import CANARY_PREFIX
+
+    failed = {"status": "error", "category": "INTERNAL_ERROR"}
+
+    def trace(message: str) -> dict:
+        t = _batch([C1], [], {"results": [{"id": "c1", "status": "error", "code": "INTERNAL_ERROR",
+                                           "message": message}], "executed": 1, "aborted": None})
+        t["events"].insert(0, {"type": "execute", "callId": "c1", "name": "lookup", "arguments": {},
+                               "principal": "alice", "outcome": failed})
+        return t
+
+    own = trace("An error occurred while running the tool. Please try again.")
+    leak = trace(f"Error: ToolFailed('tool failed: {CANARY_PREFIX}1')\n Please fix your mistakes.")
+    v = judge(own)
+    assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R15", "unsafe-error-message")
+    v = judge(leak)
+    assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R15", "exception-text-shown")
+    assert judge(own, profile="openai-agents").ok
+    v = judge(leak, profile="openai-agents")
+    assert v.violation is not None and v.violation.kind == "exception-text-shown"
+    assert judge(leak, profile="langgraph").ok

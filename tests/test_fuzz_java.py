@@ -43,6 +43,8 @@ def run(cmd: list[str], mode: str, n: int, isolation: str, out: Path | None = No
 def test_java_executor_short_campaign_fresh_process_per_example(java_cmd: list[str], mode: str) -> None:
     r = run(java_cmd, mode, 8, "example")
     assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+    assert r.stats["examples"] >= 8 and r.stats["steps"] >= 8 and r.stats["executionsObserved"] > 0, r.stats
+    assert r.stats["processesStarted"] >= 8  # a fresh JVM per example, as asked
 
 
 @pytest.mark.slow

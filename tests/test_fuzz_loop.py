@@ -144,11 +144,13 @@ def test_model_error_ends_the_run_failed() -> None:
 def test_reference_engine_in_process_has_no_loop_divergence() -> None:
     r = campaign(ReferenceExecutor, max_examples=80, seed=3)
     assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+    assert r.stats["examples"] >= 80 and r.stats["steps"] >= 80 and r.stats["executionsObserved"] > 0, r.stats
 
 
 def test_loopspec_serve_has_no_loop_divergence() -> None:
     r = campaign(SERVE, max_examples=12, seed=4)
     assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+    assert r.stats["examples"] >= 12 and r.stats["steps"] >= 12 and r.stats["executionsObserved"] > 0, r.stats
 
 
 @pytest.mark.slow

@@ -53,7 +53,7 @@ def test_a_line_that_misleads_the_scan_falls_back_to_one_process(tmp_path: Path)
     p.write_text("\n".join(lines) + "\n")
     info: dict[str, Any] = {}
     both(p, 2, info=info)
-    assert info == {"fallback": "misrouted"}
+    assert info == {"fallback": "line 4: the scan misread the run id"}
     info = {}
     both(GOLDEN / "ledger-pass.ndjson", 2, info=info)
     assert list(info) == ["workerCpuSeconds"] and len(info["workerCpuSeconds"]) == 2

@@ -44,6 +44,7 @@ from ._judge import (
     parse_tools,
     pick_invariant,
     same_json,
+    shows_canary,
     spec_answer_text,
     split_events,
     wire_answer,
@@ -286,6 +287,9 @@ def _shown_results_finding(want: _ModelRequest, shown: Json) -> _Finding | None:
         if isinstance(r, dict) and r.get("status") == "error":
             code = r.get("code")
             extra = sorted(set(r) - ERROR_FIELDS)
+            if "message" in r and shows_canary(r["message"]):
+                return finding("R15", "exception-text-shown", f"showed the model the error {compact(r, 100)}, "
+                               "which carries the tool's exception text (its canary)")
             if code not in CODE_TABLE or extra or ("message" in r and r["message"] != CODE_TABLE[code][3]):
                 return finding("R15", "unsafe-error-shown-to-model", f"showed the model the error {compact(r, 80)}")
     if len(shown) != len(want.results) or not all(

@@ -11,9 +11,11 @@ import sys
 from typing import Any
 
 from .._text import paint, use_color
-from ..fuzz._adapter import ImplFactory, StartError
+from ..fuzz._adapter import ImplFactory, StartError, StderrLog
 from ..fuzz._rpc import ProtocolFailure
 from ._common import EXIT_FOUND, EXIT_OK, UsageError
+
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) before the campaign finished, nothing found so far
 
 
 def positive(text: str) -> int:
@@ -64,7 +66,7 @@ def register(sub: Any) -> None:
                         "example reproducible on its own). Reported cases are always re-checked in a fresh process")
     p.add_argument("--shrink-time", type=seconds, default=120.0, metavar="S",
                    help="stop exploring S seconds after the first divergence; what was found is then minimized "
-                        "by deleting parts one at a time (default 120)")
+                        "by deleting parts one at a time, for at most S seconds more (default 120)")
     p.add_argument("--profile", metavar="NAME",
                    help="judge under a profile of spec/loop.toml (e.g. pydantic-ai; default strict). A divergence "
                         "is then a deviation from the framework's own documented choices; a second campaign under "
@@ -124,7 +126,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: exists and is not a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        log = (out / "impl-stderr.log").open("ab")
+        log = StderrLog(out / "impl-stderr.log")  # bounded: head and tail; never through a symlink
     except OSError as exc:
         raise UsageError(f"--out {args.out}: {exc.strerror}") from None
     color = use_color(sys.stderr)
@@ -160,10 +162,10 @@ def handle(args: argparse.Namespace) -> int:
     head = (f"{st['examples']} examples, {st['steps']} steps, {st['executionsObserved']} executions in "
             f"{st['seconds']} s ({st['stepsPerSecond']} steps/s), seed {result.seed}")
     if result.interrupted:
-        head += "; INTERRUPTED"
+        head += "; INTERRUPTED (the findings so far are on disk; campaign.json says interrupted)"
     if result.ok:
         print(f"{paint('no divergence', '32', color)}: {head}")
-        return EXIT_OK
+        return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
     print(f"{paint(f'{len(result.findings)} divergence(s)', '31;1', color)}: {head}")
     for f in result.findings:
         v = f.verdict.violation

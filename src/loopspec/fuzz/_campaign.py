@@ -21,9 +21,12 @@ and ``campaign.json`` for the whole campaign.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import math
 import random
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +44,7 @@ from .._spec import load_rules, load_spec
 from .._text import compact, write_atomic
 from ._adapter import Impl, ImplFactory
 from ._generate import batch_steps
-from ._harness import run_batch_step, trace_failed
+from ._harness import LATE_GRACE, amend_late, late_message, run_batch_step, trace_failed
 from ._rpc import ProtocolFailure
 
 __all__ = [
@@ -58,6 +61,32 @@ __all__ = [
 Json = Any
 
 CASE_FORMAT: Final = "loopspec-fuzz-case/1"
+#: The files a campaign writes per finding (``<rule><suffix>``).
+FINDING_SUFFIXES: Final = (".json", ".txt", ".path.json")
+_RULE_FILE = re.compile(r"^([PR][0-9]{1,3})(\.json|\.txt|\.path\.json)$")
+
+
+def json_text(doc: Json, *, indent: int | None = 2) -> str:
+    """``doc`` as strict JSON text (RFC 8259: no NaN or Infinity), whatever it holds: a value that
+    cannot be written as such (non-finite, nested too deep) is replaced by a string saying so."""
+    try:
+        return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
+    except (ValueError, TypeError, RecursionError):
+        return json.dumps(_writable(doc, 0), indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _writable(v: Json, depth: int) -> Json:
+    if depth > 200:
+        return "<nested too deep to write>"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"<non-finite number {v}>"
+    if isinstance(v, dict):
+        return {str(k): _writable(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_writable(x, depth + 1) for x in v]
+    if v is None or isinstance(v, str | int | float | bool):
+        return v
+    return repr(v)
 CAMPAIGN_FORMAT: Final = "loopspec-fuzz-campaign/1"
 
 
@@ -227,8 +256,12 @@ class Campaign:
         self.isolation = isolation
         self.shared: Impl | None = None
         self.shared_history: list[dict[str, Json]] = []  # every step the shared process has run
+        #: the steps and traces of the previous example on the shared process (a late message after
+        #: its last answer is that example's finding)
+        self.shared_last: tuple[list[dict[str, Json]], list[dict[str, Json]]] | None = None
         self.shrink_seconds = shrink_seconds
         self.first_found: float | None = None
+        self.finish_deadline: float | None = None
         self.stopped_early = False
         self.factory = factory
         self.mode = mode
@@ -286,9 +319,16 @@ class Campaign:
         return AdapterFuzz
 
     def end_example(self, ex: _Example) -> None:
+        if ex.impl is not None and ex.traces and ex.traces[-1]["events"][-1].get("type") == "response":
+            late = late_message(ex.impl, f"{ex.traces[-1]['kind']}.run")
+            if late is not None:  # recorded as that step's finding; the process is not reused
+                amend_late(ex.traces[-1], late)
+                verdict = judge(ex.traces[-1], profile=self.profile)
+                if not verdict.ok:
+                    self._record(Finding(verdict, list(ex.steps), list(ex.traces)))
         if ex.impl is not None:
             if self.isolation == "campaign" and not self.best and ex.impl is self.shared:
-                pass  # keep the shared process for the next example
+                self.shared_last = (list(ex.steps), list(ex.traces))  # keep the process for the next example
             else:
                 self.factory.release(ex.impl)
                 if ex.impl is self.shared:
@@ -306,7 +346,7 @@ class Campaign:
         return self.factory.open(self.mode)
 
     def run_step(self, ex: _Example, step: dict[str, Json]) -> None:
-        if self.first_found is not None and time.perf_counter() - self.first_found > self.shrink_seconds:
+        if self._time_left() <= 0:
             self.stopped_early = True
             raise _StopCampaign
         if ex.impl is None:
@@ -317,6 +357,27 @@ class Campaign:
                 trace = failed_start_trace(step, f)
                 self._judge_and_raise(ex, step, trace)
                 return
+        if not ex.traces and ex.impl is self.shared and self.shared_last is not None:
+            steps, traces = self.shared_last
+            self.shared_last = None
+            if traces and traces[-1]["events"][-1].get("type") == "response":
+                late = late_message(ex.impl, f"{traces[-1]['kind']}.run")
+                if late is not None:  # the previous example's last step sent more after its answer
+                    amend_late(traces[-1], late)
+                    verdict = judge(traces[-1], profile=self.profile)
+                    if not verdict.ok:
+                        self._record(Finding(verdict, steps, traces))
+                    self._drop(ex)
+                    ex.impl = self._open()
+        if ex.traces and ex.traces[-1]["events"][-1].get("type") == "response":
+            late = late_message(ex.impl, f"{ex.traces[-1]['kind']}.run")
+            if late is not None:  # it belongs to the step before: that step is the finding
+                amend_late(ex.traces[-1], late)
+                self._drop(ex)
+                prev_step, prev_trace = ex.steps.pop(), ex.traces.pop()
+                if self.shared_history:
+                    self.shared_history.pop()
+                self._judge_and_raise(ex, prev_step, prev_trace)
         t0 = time.perf_counter()
         trace = run_step(ex.impl, step)
         dt = time.perf_counter() - t0
@@ -328,13 +389,18 @@ class Campaign:
             if trace["events"][-1].get("code") == "P2" and self.hang_timeout is None:
                 # a hang: later examples need not wait as long to see it again (shrinking stays fast)
                 self.hang_timeout = max(0.5, min(self.factory.timeout or 10.0, 20 * self.slowest))
+            self._drop(ex)
+        else:
+            self.slowest = max(self.slowest, dt)
+        self._judge_and_raise(ex, step, trace)
+
+    def _drop(self, ex: _Example) -> None:
+        """Release (kill) the example's process after a protocol failure."""
+        if ex.impl is not None:
             self.factory.release(ex.impl)
             if ex.impl is self.shared:
                 self.shared = None
             ex.impl = None
-        else:
-            self.slowest = max(self.slowest, dt)
-        self._judge_and_raise(ex, step, trace)
 
     def _apply_hang_timeout(self, impl: Impl) -> None:
         channel = getattr(impl, "channel", None)
@@ -364,7 +430,7 @@ class Campaign:
             if best is None and self.progress is not None:
                 self.progress(f"found {finding.rule} {finding.kind} ({finding.calls} call(s)); shrinking…")
             if self.out is not None:
-                self.write_finding(finding, provisional=True)
+                self.written.update(Path(x).name for x in self.write_finding(finding, provisional=True))
 
     # -- running ----------------------------------------------------------------------------
     def settings(self) -> settings:
@@ -381,75 +447,138 @@ class Campaign:
         )
 
     def clear_previous(self) -> None:
-        """Remove the finding files a previous campaign listed in ``<out>/campaign.json`` (ours only),
-        so that the directory never mixes two campaigns' findings."""
-        if self.out is None:
+        """Remove the finding files of an earlier campaign in ``out`` — those its ``campaign.json``
+        listed and provisional ones it never listed (interrupted) — so that the directory never mixes
+        two campaigns' findings. Only files that are ours: named after a rule, and a case file's
+        JSON says it is a fuzz case."""
+        if self.out is None or not self.out.is_dir():
             return
+        rules: set[str] = set()
         try:
             doc = json.loads((self.out / "campaign.json").read_text(encoding="utf-8"))
-            rules = [f["rule"] for f in doc.get("findings", []) if isinstance(f.get("rule"), str)]
-        except (OSError, ValueError, AttributeError, TypeError):
-            return
-        for r in rules:
-            if r.replace("-", "").isalnum():
-                for suffix in (".json", ".txt", ".path.json"):
-                    (self.out / f"{r}{suffix}").unlink(missing_ok=True)
+            rules = {f["rule"] for f in doc.get("findings", []) if isinstance(f.get("rule"), str)}
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+            pass
+        doomed = []
+        for entry in self.out.iterdir():
+            m = _RULE_FILE.match(entry.name)
+            if m is None or entry.is_symlink() or not entry.is_file():
+                continue
+            rule = m.group(1)
+            if rule in rules or _is_case_file(self.out / f"{rule}.json"):
+                doomed.append(entry)
+        for entry in doomed:
+            entry.unlink(missing_ok=True)
+
+    def _time_left(self) -> float:
+        """Seconds left of --shrink-time: of exploring after the first divergence (inf before one was
+        found), then of the final minimization (at most as long again)."""
+        if self.finish_deadline is not None:
+            return self.finish_deadline - time.perf_counter()
+        if self.first_found is None:
+            return math.inf
+        return self.shrink_seconds - (time.perf_counter() - self.first_found)
 
     def run(self) -> CampaignResult:
+        """Run the campaign. Ctrl-C at any point ends it with what was found so far on disk
+        (``interrupted`` in the result and in ``campaign.json``)."""
         self.clear_previous()
+        self.written: set[str] = set()
+        self.started = time.perf_counter()
+        finals: list[Finding] = []
+        flaky = False
+        interrupted = False
+        try:
+            finals, flaky = self._explore()
+        except KeyboardInterrupt:
+            interrupted = True
+        if self.shared is not None:
+            with contextlib.suppress(Exception):
+                self.factory.release(self.shared)
+            self.shared = None
+        elapsed = time.perf_counter() - self.started
+        if not (flaky or interrupted or self.stopped_early):
+            for f in finals:
+                f.shrunk = True
+        # one finding per rule: the smallest; rules seen but not raised through Hypothesis (Hypothesis
+        # could not confirm, we stopped, or a late message after an example) with the best seen
+        by_rule: dict[str, Finding] = {}
+        for f in finals:
+            if f.rule not in by_rule or f.size < by_rule[f.rule].size:
+                by_rule[f.rule] = f
+        finals = list(by_rule.values()) + [f for r, f in self.best.items() if r not in by_rule]
+        if self.confirm and not interrupted:
+            self.finish_deadline = time.perf_counter() + self.shrink_seconds
+            try:
+                finals = self._finish(finals)
+            except KeyboardInterrupt:
+                interrupted = True
+        finals.sort(key=lambda f: f.rule)
+        files: list[str] = []
+        if self.out is not None:
+            for f in finals:
+                files += self.write_finding(f, provisional=interrupted and not f.shrunk)
+            keep = {Path(x).name for x in files}
+            for name in self.written - keep:  # provisional cases of rules not reported in the end
+                (self.out / name).unlink(missing_ok=True)
+        stats = self.stats(elapsed, flaky, interrupted)
+        result = CampaignResult(finals, self.seed, stats, files, interrupted)
+        if self.out is not None:
+            files.append(self.write_summary(result))
+        return result
+
+    def _explore(self) -> tuple[list[Finding], bool]:
         machine = self.machine_class()
 
         def factory() -> RuleBasedStateMachine:
             return machine()
 
         seeded = hypothesis_seed(self.seed)(factory)
-        self.started = time.perf_counter()
-        finals: list[Finding] = []
-        flaky = False
-        interrupted = False
         try:
             with with_reporter(lambda s: None):
                 run_state_machine_as_test(seeded, settings=self.settings())
         except Divergence as d:
-            finals = [d.finding]
-        except KeyboardInterrupt:
-            interrupted = True
+            return [d.finding], False
         except _StopCampaign:
-            flaky = False
+            return [], False
         except BaseExceptionGroup as group:
-            flaky = isinstance(group, Flaky)
             divs, others = _split_group(group)
             if others and not divs:
+                if any(isinstance(e, KeyboardInterrupt) for e in others):
+                    raise KeyboardInterrupt from None
                 raise
-            finals = [d.finding for d in divs]
+            return [d.finding for d in divs], isinstance(group, Flaky)
         except Flaky:
-            flaky = True
-        if self.shared is not None:
-            self.factory.release(self.shared)
-            self.shared = None
-        elapsed = time.perf_counter() - self.started
-        if flaky or interrupted or self.stopped_early:
-            # Hypothesis could not confirm (or we stopped): report the best seen for each rule
-            seen = {f.rule for f in finals}
-            finals += [f for r, f in self.best.items() if r not in seen]
-        else:
-            for f in finals:
-                f.shrunk = True
-        if self.confirm and not interrupted:
-            finals = [self.minimize(self.with_history(f)) for f in finals]
-            for f in finals:
+            return [], True
+        return [], False
+
+    def _finish(self, finals: list[Finding]) -> list[Finding]:
+        """Minimize, re-check in a fresh process and merge carried state, within --shrink-time."""
+        out: dict[str, Finding] = {}
+        for f in finals:
+            if self._time_left() > 0:
+                f = self.minimize(self.with_history(f), max_seconds=max(0.0, min(60.0, self._time_left())))
+            if self._time_left() > 0:
+                f = self.late_attribution(f)
                 f.reproduced = self.reconfirm(f)
-            finals = self.merge_carried_state(finals)
-        finals.sort(key=lambda f: f.rule)
-        files: list[str] = []
-        if self.out is not None:
-            for f in finals:
-                files += self.write_finding(f, provisional=False)
-        stats = self.stats(elapsed, flaky, interrupted)
-        result = CampaignResult(finals, self.seed, stats, files, interrupted)
-        if self.out is not None:
-            files.append(self.write_summary(result))
-        return result
+            if f.rule not in out or f.size < out[f.rule].size:
+                out[f.rule] = f
+        return self.merge_carried_state(list(out.values())) if self._time_left() > 0 else list(out.values())
+
+    def late_attribution(self, f: Finding) -> Finding:
+        """A divergence that needs the step before it may be that step's late message (sent after
+        its answer, read during the next step): run the step before alone, waiting a moment after
+        its answer; a late message there is the finding, of the step it belongs to."""
+        if len(f.steps) < 2 or f.rule.startswith("P"):
+            return f
+        try:
+            rr = replay_case({"steps": [f.steps[-2]]}, self.factory, profile=self.profile)
+        except Exception:
+            return f
+        v = rr.verdict
+        if v is not None and v.violation is not None and v.violation.kind == "late-request":
+            return Finding(v, [f.steps[-2]], rr.traces, shrunk=f.shrunk)
+        return f
 
     def reconfirm(self, finding: Finding) -> bool:
         try:
@@ -572,12 +701,12 @@ class Campaign:
         base = self.out / f.rule
         case = f.case_json(self.meta())
         case["provisional"] = provisional
-        write_atomic(base.with_suffix(".json"), json.dumps(case, indent=2, ensure_ascii=False) + "\n")
+        write_atomic(base.with_suffix(".json"), json_text(case))
         write_atomic(base.with_suffix(".txt"), render_finding(f, self.factory.describe(), f"{base}.json", provisional))
         paths = [str(base.with_suffix(".json")), str(base.with_suffix(".txt"))]
         dt = diagram_trace(f)
         if dt is not None:
-            write_atomic(f"{base}.path.json", json.dumps(dt) + "\n")
+            write_atomic(f"{base}.path.json", json_text(dt, indent=None))
             paths.append(f"{base}.path.json")
         return paths
 
@@ -591,6 +720,7 @@ class Campaign:
             "stepsPerExample": self.steps,
             "isolation": self.isolation,
             "ok": result.ok,
+            "interrupted": result.interrupted,
             "stats": result.stats,
             "findings": [
                 {
@@ -604,7 +734,7 @@ class Campaign:
             ],
         }
         path = self.out / "campaign.json"
-        write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        write_atomic(path, json_text(doc))
         return str(path)
 
 
@@ -660,18 +790,30 @@ def _split_group(group: BaseExceptionGroup[Any]) -> tuple[list[Divergence], list
 # --------------------------------------------------------------------------------------------
 
 
+def _is_case_file(path: Path) -> bool:
+    """Is ``path`` a fuzz case (ours to replace)? Reads at most its first kilobytes."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return f'"format": "{CASE_FORMAT}"'.encode() in head
+
+
 class CaseError(ValueError):
     """A case file that cannot be replayed (names the field)."""
 
 
 def load_case(path: str | Path) -> dict[str, Json]:
+    from .. import _safejson
+
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CaseError(f"{p}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise CaseError(f"{p}:{exc.lineno}: not JSON: {exc.msg}") from None
+    try:  # the hardened loader: size, UTF-8, depth, integer digits, finite numbers; file:line: reason
+        doc = _safejson.load_json(p, what="case file")
+    except _safejson.JsonInputError as exc:
+        raise CaseError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("format") != CASE_FORMAT:
         raise CaseError(f"{p}: format: must be {CASE_FORMAT!r}")
     steps = doc.get("steps")
@@ -712,7 +854,7 @@ def replay_case(case: Mapping[str, Json], factory: ImplFactory, *, profile: str 
     traces: list[dict[str, Json]] = []
     impl: Impl | None = None
     try:
-        for step in steps:
+        for n, step in enumerate(steps):
             if impl is None:
                 try:
                     impl = factory.open(mode)
@@ -721,7 +863,17 @@ def replay_case(case: Mapping[str, Json], factory: ImplFactory, *, profile: str 
                     traces.append(trace)
                     verdicts.append(judge(trace, profile=profile))
                     break
+            elif traces and traces[-1]["events"][-1].get("type") == "response":
+                late = late_message(impl, f"{traces[-1]['kind']}.run")
+                if late is not None:  # the step before, answered, then sent more: that step's finding
+                    amend_late(traces[-1], late)
+                    verdicts[-1] = judge(traces[-1], profile=profile)
+                    break
             trace = run_step(impl, step)
+            if n == len(steps) - 1 and trace["events"][-1].get("type") == "response":
+                late = late_message(impl, f"{trace['kind']}.run", wait=LATE_GRACE)
+                if late is not None:
+                    amend_late(trace, late)
             traces.append(trace)
             if trace_failed(trace):
                 factory.release(impl)

@@ -13,15 +13,17 @@ The trace (``loopspec-trace/1``) is what :mod:`loopspec._judge` reads.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import _core as core
 from .._judge import TRACE_FORMAT
 from ._adapter import Impl
-from ._rpc import TOOL_FAILED, ProtocolFailure, RpcError
+from ._rpc import TOOL_FAILED, ProtocolFailure, RpcError, show
 
-__all__ = ["batch_params", "default_output", "run_batch_step", "script_outcome"]
+__all__ = ["amend_late", "batch_params", "default_output", "execution_cap", "late_message", "run_batch_step",
+           "script_outcome"]
 
 Json = Any
 
@@ -50,14 +52,23 @@ def batch_params(step: Mapping[str, Json]) -> dict[str, Json]:
     }
 
 
+def execution_cap(requests: int, retries: int = 0) -> int:
+    """The most tool.execute requests the harness answers in one step: far more than the spec allows
+    (one execution and ``retries`` retries per request), so the judge still sees the excess; past it
+    the implementation is flooding the harness (P4)."""
+    return 2 * requests * (retries + 1) + 16
+
+
 class _Recorder:
     """Answers the implementation's requests during one step and records them."""
 
-    def __init__(self, tools: Sequence[Mapping[str, Json]], script: Sequence[Mapping[str, Json]]) -> None:
+    def __init__(self, tools: Sequence[Mapping[str, Json]], script: Sequence[Mapping[str, Json]],
+                 cap: int = 1_000) -> None:
         self.names = {t["name"] for t in tools}
         self.script = script
         self.events: list[dict[str, Json]] = []
         self.k = 0
+        self.cap = cap
         self.failure: ProtocolFailure | None = None
 
     def __call__(self, method: str, params: Json) -> Json:
@@ -74,6 +85,10 @@ class _Recorder:
     def execute(self, params: Json) -> Json:
         if not isinstance(params, dict):
             self.failure = ProtocolFailure("P5", "bad-params", "tool.execute params must be an object")
+            raise self.failure
+        if self.k >= self.cap:
+            self.failure = ProtocolFailure("P4", "flood", f"more than {self.cap} tool.execute requests in one "
+                                                          "batch.run (the spec allows one per call)")
             raise self.failure
         ctx = params.get("context")
         self.k += 1
@@ -95,7 +110,7 @@ class _Recorder:
 def run_batch_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
     """Send one ``batch.run`` and return its trace. Never raises for a misbehaving implementation:
     protocol failures become a ``protocol-error`` event (the caller should then discard ``impl``)."""
-    rec = _Recorder(step["config"]["tools"], step.get("script", []))
+    rec = _Recorder(step["config"]["tools"], step.get("script", []), execution_cap(len(step["calls"])))
     trace: dict[str, Json] = {
         "format": TRACE_FORMAT, "kind": "batch",
         "config": dict(step["config"]), "calls": step["calls"], "events": rec.events,
@@ -116,7 +131,46 @@ def run_batch_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
         rec.events.append(rec.failure.to_event())
     else:
         rec.events.append({"type": "response", "result": result})
+        late = late_message(impl, "batch.run")
+        if late is not None:
+            amend_late(trace, late)
     return trace
+
+
+#: How long a replay waits, after the answer to its last step, for a message that comes late.
+LATE_GRACE = 0.05
+
+
+def late_message(impl: Impl, answered: str, wait: float = 0.0) -> ProtocolFailure | None:
+    """A message the implementation sent after its answer to ``answered``, unasked (a late
+    ``tool.execute``, say), as a P4 finding of the step it belongs to; None when nothing came
+    (within ``wait`` seconds)."""
+    stray = getattr(impl, "stray", None)
+    if stray is None or not stray(wait):
+        return None
+    channel = getattr(impl, "channel", None)
+    what = "more output"
+    if channel is not None:
+        try:
+            msg = channel.receive(time.monotonic() + 0.05, what="nothing (the step was answered)")
+            if isinstance(msg, dict) and isinstance(msg.get("method"), str):
+                what = f"a {show(msg['method'], 40)} request ({show(msg.get('params'), 80)})"
+            else:
+                what = f"the message {show(msg, 80)}"
+        except ProtocolFailure as f:
+            what = f"output that is not a message ({f.kind}: {f.detail})"
+    if hasattr(impl, "healthy"):
+        impl.healthy = False  # type: ignore[attr-defined]  # the exchange is out of step: restart it
+    return ProtocolFailure("P4", "late-request", f"{what} arrived after its answer to {answered}")
+
+
+def amend_late(trace: dict[str, Json], late: ProtocolFailure) -> None:
+    """Make ``trace`` end with the late message's finding instead of its (earlier) answer."""
+    events = trace["events"]
+    if events and events[-1].get("type") == "response":
+        events[-1] = {**late.to_event(), "answer": events[-1].get("result")}
+    elif not events or events[-1].get("type") != "protocol-error":
+        events.append(late.to_event())
 
 
 def trace_failed(trace: Mapping[str, Json]) -> bool:

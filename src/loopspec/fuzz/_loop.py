@@ -29,7 +29,7 @@ from ._generate import (
     build_config,
     resolve_call,
 )
-from ._harness import script_outcome
+from ._harness import amend_late, execution_cap, late_message, script_outcome
 from ._rpc import INVALID_PARAMS, MODEL_FAILED, TOOL_FAILED, ProtocolFailure, RpcError
 
 __all__ = [
@@ -119,6 +119,10 @@ class _LoopRecorder:
         self.k = 0
         self.rounds = 0
         self.failure: ProtocolFailure | None = None
+        calls = sum(len(r["calls"]) for r in self.model if isinstance(r, dict) and isinstance(r.get("calls"), list))
+        retries = (step["config"].get("limits") or {}).get("maxRetries") or 0
+        self.exec_cap = execution_cap(calls, retries if isinstance(retries, int) else 0)
+        self.model_cap = len(self.model) + 8  # the model's script, then "final" answers a correct run stops at
 
     def __call__(self, method: str, params: Json) -> Json:
         if self.failure is not None:
@@ -134,6 +138,10 @@ class _LoopRecorder:
         raise self.failure
 
     def execute(self, params: dict[str, Json]) -> Json:
+        if self.k >= self.exec_cap:
+            self.failure = ProtocolFailure("P4", "flood", f"more than {self.exec_cap} tool.execute requests in one "
+                                                          "loop.run")
+            raise self.failure
         ctx = params.get("context")
         self.k += 1
         name = params.get("name")
@@ -149,6 +157,10 @@ class _LoopRecorder:
         raise RpcError(TOOL_FAILED, "tool failed", {"category": outcome.category})
 
     def model_next(self, params: dict[str, Json]) -> Json:
+        if self.rounds >= self.model_cap:
+            self.failure = ProtocolFailure("P4", "flood", f"more than {self.model_cap} model.next requests in one "
+                                                          "loop.run (the model had answered \"final\")")
+            raise self.failure
         self.rounds += 1
         reply = dict(self.model[self.rounds - 1]) if self.rounds <= len(self.model) else dict(DEFAULT_REPLY)
         self.events.append({"type": "model", "round": params.get("round"), "results": params.get("results"),
@@ -178,6 +190,10 @@ def run_loop_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
             "P4", "error-response", f"loop.run answered error {err.code}: {err.message}")).to_event())
         return trace
     rec.events.append(rec.failure.to_event() if rec.failure is not None else {"type": "response", "result": result})
+    if rec.failure is None:
+        late = late_message(impl, "loop.run")
+        if late is not None:
+            amend_late(trace, late)
     return trace
 
 

@@ -8,7 +8,6 @@ from the strict spec when no profile is given), each with its shrunk counterexam
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
@@ -18,7 +17,7 @@ from .._judge import judge
 from .._profiles import params_for
 from .._spec import load_rules, load_spec
 from .._text import write_atomic
-from ._campaign import CampaignResult, Finding
+from ._campaign import CampaignResult, Finding, json_text
 
 Json = Any
 
@@ -180,6 +179,6 @@ def render_report(data: Mapping[str, Json]) -> str:
 def write_report(path: str | Path, **kw: Any) -> list[str]:
     data = report_data(**kw)
     p = Path(path)
-    write_atomic(p.with_suffix(".json"), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(p.with_suffix(".json"), json_text(data))
     write_atomic(p, render_report(data) + "\n")
     return [str(p), str(p.with_suffix(".json"))]
