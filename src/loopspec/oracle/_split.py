@@ -62,7 +62,7 @@ def _worker(path: str, me: int, ways: int, opts: Options, spec: Spec | None, con
         conn.send(("lost", stream.lost_line))
         if stream.misrouted_at:
             return
-        kind, lost = conn.recv()  # the largest lost_line of all the processes
+        _kind, lost = conn.recv()  # the largest lost_line of all the processes
         stream.lost_line = max(stream.lost_line, lost)
         batch = []
         for item in stream.close():
