@@ -21,10 +21,11 @@ def _run(script: str, *args: str, timeout: float = 300) -> str:
 
 
 def test_check_speed_prints_limit_check_and_skeleton() -> None:
-    out = _run("check_speed.py", "--events", "3000", "--repeat", "1", "--memory")
+    out = _run("check_speed.py", "--events", "3000", "--repeat", "1", "--memory", "--jobs", "2")
     assert "parse only" in out and "(the limit)" in out and "check/limit" in out
     assert "skeleton" in out and "leaving" in out  # the lower bound the README's Measured section cites
     assert "peak traced memory" in out
+    assert "check --jobs 2" in out and "best: check/limit = " in out  # the --jobs ratio on one file
 
 
 def test_fuzz_speed_prints_limit_fuzz_and_floor() -> None:

@@ -227,3 +227,51 @@ def test_R15_what_the_model_is_shown_for_a_failing_tool(name: str) -> None:
     else:
         assert not shows_canary(trace["events"][-1]) and not shows_canary(shown)
     assert judge(trace, profile=name).ok
+
+
+# --------------------------------------------------------------------------------------------
+# Settings that change the loop's behaviour (the settings matrix of docs/frameworks.md)
+# --------------------------------------------------------------------------------------------
+
+
+def test_settings_are_named_in_impl_and_checked() -> None:
+    from loopspec.frameworks import ResolveError
+
+    for name in FRAMEWORKS:
+        cls = resolve(FRAMEWORKS[name])  # the adapter class, without importing the framework
+        assert cls.SETTINGS, name
+        for setting, values in cls.SETTINGS.items():
+            assert len(values) >= 2 and len(set(values)) == len(values), (name, setting)
+    if installed("langgraph"):
+        sub = resolve("langgraph[recursion_limit=odd]")
+        assert sub.settings == {"recursion_limit": "odd"} and sub().settings_text() == "recursion_limit=odd"
+        with pytest.raises(ResolveError, match="no setting"):
+            resolve("langgraph[retries=1]")
+        with pytest.raises(ResolveError, match="takes one of"):
+            resolve("langgraph[recursion_limit=7]")
+
+
+@pytest.mark.frameworks
+def test_R28_langgraph_loses_a_final_answer_at_an_odd_recursion_limit() -> None:
+    """The profile's 'a final answer is kept' holds at the even recursion_limit the adapter uses (2 x
+    max_rounds); at 2 x max_rounds - 1 the ReAct agent raises GraphRecursionError instead of returning the
+    model's real final answer."""
+    _need("langgraph")
+    step = _loop([{"calls": [C1]}, {"final": "done"}], maxRounds=2)
+    even = run_step(InProcessImpl(resolve("langgraph")()), step)
+    assert even["events"][-1]["result"]["final"] == "done" and judge(even).ok
+    odd = run_step(InProcessImpl(resolve("langgraph[recursion_limit=odd]")()), step)
+    assert odd["events"][-1]["result"]["status"] == "TRUNCATED"
+    v = judge(odd)
+    assert v.violation is not None and v.violation.rule == "R28"
+
+
+@pytest.mark.frameworks
+def test_R15_langgraph_a_fixed_error_text_hides_the_exception() -> None:
+    """handle_tool_errors = a fixed string: the model sees that string, never the exception's canary."""
+    from loopspec._judge import shows_canary
+
+    _need("langgraph")
+    trace = run_step(InProcessImpl(resolve("langgraph[handle_tool_errors=text]")()), R15_STEP)
+    shown = [m["results"] for m in trace["events"] if m["type"] == "model"]
+    assert shown[1][0]["message"] == "The tool failed." and not shows_canary(shown)

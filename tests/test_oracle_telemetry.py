@@ -255,7 +255,7 @@ def test_bad_telemetry_gets_one_line_errors(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stderr
     errs = r.stderr.splitlines()
     assert errs == [
-        f"loopspec check: error: {p}:3: not JSON: Expecting property name enclosed in double quotes",
+        f"loopspec check: error: {p}:3: not JSON: Expecting property name enclosed in double quotes (column 2)",
         f"loopspec check: error: {p}:4: resourceSpans[0].scopeSpans[0].spans[0].traceId: must be a hex id",
         f"loopspec check: error: {p}:5: resourceSpans[0].scopeSpans[0].spans[0].attributes[0]: an attribute must be "
         '{"key": string, "value": AnyValue}',
@@ -297,6 +297,7 @@ def test_histories_are_detected_and_read() -> None:
     assert rec.input == "langchain" and (rec.violation.rule, rec.violation.kind) == ("R11", "result-missing")
 
 
+@pytest.mark.slow
 @pytest.mark.frameworks
 def test_the_recordings_are_reproducible() -> None:
     """Record every scenario again with the real frameworks and exporters: same verdicts as the manifest."""

@@ -83,11 +83,12 @@ def shows_canary(value: Json) -> bool:
     return False
 
 
-def _error_text_view(trace: Mapping[str, Json], params: Params) -> Mapping[str, Json]:
-    """The trace as a profile with ``error_text`` other than ``fixed`` judges it (SPEC.md section 4): the
-    framework's own text in an error answer is accepted, so its message is set aside, unless it shows a
-    tool exception's canary and the profile does not say ``exception-text``."""
-    keep_canary = params["error_text"] != "exception-text"
+def _error_text_view(trace: Mapping[str, Json], keep_canary: bool) -> Mapping[str, Json]:
+    """The trace with the message of every error answer set aside, except (``keep_canary``) a message that
+    shows a tool exception's canary. Under a profile with ``error_text`` other than ``fixed`` (SPEC.md
+    section 4) that is how the trace is judged: the framework's own text is accepted. Under the strict
+    spec, :func:`judge` judges this view first, so that a message that is merely not the code's fixed text
+    (R15) is reported only when nothing else diverges."""
 
     def answers(rs: Json) -> Json:
         if not isinstance(rs, list):
@@ -1113,15 +1114,19 @@ def judge(trace: Json, *, spec: Spec | None = None, profile: Profile | str | Non
         params = profile
     if params is not None and params.strict(spec or default_spec()):
         params = None  # the strict default is exactly the core's reference
-    if params is not None and params["error_text"] != "fixed":
-        trace = _error_text_view(trace, params)
+    if kind not in ("batch", "loop"):
+        raise TraceError("trace.kind", "must be \"batch\" or \"loop\"")
     if kind == "batch":
-        return judge_batch(trace, spec=spec, params=params)
-    if kind == "loop":
-        from ._judge_loop import judge_loop
-
-        return judge_loop(trace, spec=spec, params=params)
-    raise TraceError("trace.kind", "must be \"batch\" or \"loop\"")
+        run = judge_batch
+    else:
+        from ._judge_loop import judge_loop as run
+    if params is not None and params["error_text"] != "fixed":
+        return run(_error_text_view(trace, params["error_text"] != "exception-text"), spec=spec, params=params)
+    view = _error_text_view(trace, True)
+    if view == trace:
+        return run(trace, spec=spec, params=params)
+    v = run(view, spec=spec, params=params)
+    return run(trace, spec=spec, params=params) if v.ok else v
 
 
 def split_events(events: Json) -> tuple[list[ObservedExecution], list[Mapping[str, Json]], dict[str, Json] | None,

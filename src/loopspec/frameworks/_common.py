@@ -238,6 +238,30 @@ class FrameworkExecutor(Executor):
     framework = "?"
     #: how the adapter maps the harness's limits to the framework's (documentation, shown in reports)
     limit_support: ClassVar[Mapping[str, str]] = {}
+    #: the framework settings that change the loop's behaviour (the settings matrix): setting -> its values,
+    #: the adapter's default first (the setting the profile describes)
+    SETTINGS: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: the values chosen for this class (:meth:`with_settings`); a setting not named has its default
+    settings: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def with_settings(cls, chosen: Mapping[str, str]) -> type[FrameworkExecutor]:
+        """A subclass that runs the framework with these settings (``--impl 'NAME[setting=value,...]'``)."""
+        for k, v in chosen.items():
+            if k not in cls.SETTINGS:
+                raise ValueError(f"{cls.framework} has no setting {k!r} (settings: {', '.join(cls.SETTINGS) or 'none'})")
+            if v not in cls.SETTINGS[k]:
+                raise ValueError(f"{cls.framework} setting {k} takes one of {', '.join(cls.SETTINGS[k])}, got {v!r}")
+        label = ",".join(f"{k}={v}" for k, v in chosen.items())
+        return type(f"{cls.__name__}[{label}]", (cls,), {"settings": {**cls.settings, **chosen},
+                                                         "name": f"{cls.framework}[{label}]"})
+
+    def setting(self, name: str) -> str:
+        return self.settings.get(name, self.SETTINGS[name][0])
+
+    def settings_text(self) -> str:
+        """The non-default settings, as ``--impl`` names them (empty at the defaults)."""
+        return ",".join(f"{k}={v}" for k, v in self.settings.items() if v != self.SETTINGS[k][0])
 
     def unrepresentable(self, call: Json) -> str | None:
         """Why the framework's message types cannot carry this call (None when they can)."""

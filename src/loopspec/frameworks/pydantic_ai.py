@@ -52,6 +52,14 @@ class _Refused(Exception):
 class PydanticAIExecutor(FrameworkExecutor):
     framework = "pydantic-ai"
     name = "pydantic-ai"
+    #: parallel: ToolManager.parallel_execution_mode (sequential is the adapter's; pydantic-ai's default is
+    #: parallel); end_strategy: Agent(end_strategy=...); retries: the tool retry budget (0 in abort mode and
+    #: unlimited in continue mode, or 1 in every mode)
+    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "parallel": ("sequential", "parallel", "parallel_ordered_events"),
+        "end_strategy": ("graceful", "early", "exhaustive"),
+        "retries": ("by-mode", "1"),
+    }
     limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "UsageLimits.request_limit",
         "maxExecutions": "UsageLimits.tool_calls_limit (counts successful tool calls; checked for a whole response)",
@@ -149,18 +157,19 @@ class PydanticAIExecutor(FrameworkExecutor):
 
         tools = []
         warnings.filterwarnings("ignore", message="Default value ABSENT")
+        retries = 1 if self.setting("retries") == "1" else 0 if abort else _BIG
         for name, schema in run.tools.items():
             tools.append(Tool(self._body(run, name, schema, index_of, abort, PaiToolFailed, RunContext),
-                              name=name, takes_ctx=True, max_retries=0 if abort else _BIG))
+                              name=name, takes_ctx=True, max_retries=retries))
         agent = Agent(FunctionModel(model), deps_type=str, tools=tools,
-                      retries={"tools": 0 if abort else _BIG, "output": _BIG},
+                      retries={"tools": retries, "output": _BIG}, end_strategy=self.setting("end_strategy"),
                       capabilities=[Hooks(after_tool_validate=validated)])
         usage = UsageLimits(request_limit=limits.get("maxRounds"), tool_calls_limit=limits.get("maxExecutions"))
 
         with warnings.catch_warnings(), capture_run_messages() as messages:
             warnings.simplefilter("ignore")
             try:
-                with ToolManager.parallel_execution_mode("sequential"):
+                with ToolManager.parallel_execution_mode(self.setting("parallel")):
                     result = asyncio.run(agent.run("go", deps=run.principal, usage_limits=usage))
                 run.final = result.output if isinstance(result.output, str) else json.dumps(result.output)
                 return run.outcome("COMPLETED", "FINAL_ANSWER")
