@@ -148,6 +148,9 @@ def test_a_hang_is_a_P2_finding_within_the_time_budget(tmp_path: Path) -> None:
     assert "P2" in {f.rule for f in r.findings}
     assert time.perf_counter() - t0 < 90
     assert (tmp_path / "P2.json").is_file()
+    detail = next(f for f in r.findings if f.rule == "P2").verdict.violation.observed["detail"]
+    assert "no answer to batch.run" in detail and "of sending it" in detail, detail  # a deadline, not silence
+    # the busy-pipe variants (blank lines, notifications, endless requests) are in tests/hostile
 
 
 # --------------------------------------------------------------------------------------------

@@ -162,7 +162,7 @@ class CaseError(ValueError):
 
 def load_case(path: str | Path) -> dict[str, Json]:
     p = Path(path)
-    try:
+    try:  # the hardened loader: size, UTF-8, depth, integer digits, finite numbers; file:line: reason
         doc = load_json(p, what="case file")
     except JsonInputError as exc:
         raise CaseError(str(exc) if exc.file else f"{p}: {exc}") from None
