@@ -17,7 +17,7 @@ from loopspec._spec import load_spec
 from loopspec.frameworks import FRAMEWORKS, PACKAGES, installed, resolve
 from loopspec.fuzz import fuzz
 from loopspec.fuzz._adapter import InProcessImpl
-from loopspec.fuzz._campaign import run_step
+from loopspec.fuzz._harness import run_step
 
 #: deviations from their own profile that the campaigns below are known to find (docs/frameworks.md)
 #: (whether a 15-example campaign meets one depends on the string-hash seed; finding it is allowed, not required)
@@ -176,7 +176,9 @@ def test_R19_langgraph_answers_with_its_own_text_at_the_last_round() -> None:
 
 def test_impl_names_resolve_or_explain() -> None:
     assert resolve("python3 examples/python/executor.py") is None
-    assert resolve("loopspec.fuzz._adapter:ReferenceExecutor") is not None
+    from loopspec.fuzz import ReferenceExecutor
+
+    assert resolve("loopspec.fuzz._adapter:ReferenceExecutor") is ReferenceExecutor
 
 
 def test_frameworks_page_reports_the_versions_ci_installs() -> None:
@@ -197,3 +199,79 @@ def test_frameworks_page_reports_the_versions_ci_installs() -> None:
         assert pins[PACKAGES[name]] == tested, name
         for mode in ("batch", "loop"):
             assert f"| {name} | {tested} | {mode} |" in page, (name, mode)
+
+
+R15_STEP = _loop([{"calls": [C1]}, {"final": "x"}], script=(FAIL,))
+
+
+@pytest.mark.frameworks
+@pytest.mark.parametrize("name", sorted(FRAMEWORKS))
+def test_R15_what_the_model_is_shown_for_a_failing_tool(name: str) -> None:
+    """R15 end to end: the tool raises an exception whose message carries a canary; the adapter reads the
+    tool-result content the framework puts in front of the model. LangGraph's handle_tool_errors=True
+    (continue mode) shows the exception text, which its profile documents (error_text = exception-text);
+    pydantic-ai and the Agents SDK show their own text, never the exception's."""
+    from loopspec._judge import shows_canary
+
+    _need(name)
+    trace = _run(name, R15_STEP)
+    shown = [m["results"] for m in trace["events"] if m["type"] == "model"]
+    assert shown[1] and shown[1][0]["status"] == "error" and "message" in shown[1][0], shown
+    strict = judge(trace)
+    if name == "pydantic-ai":  # it shows exactly the ToolFailed message the application raised
+        assert strict.ok, strict.violation
+    else:
+        assert strict.violation is not None and strict.violation.rule == "R15"
+    if name == "langgraph":
+        assert shows_canary(shown) and strict.violation.kind == "exception-text-shown"
+    else:
+        assert not shows_canary(trace["events"][-1]) and not shows_canary(shown)
+    assert judge(trace, profile=name).ok
+
+
+# --------------------------------------------------------------------------------------------
+# Settings that change the loop's behaviour (the settings matrix of docs/frameworks.md)
+# --------------------------------------------------------------------------------------------
+
+
+def test_settings_are_named_in_impl_and_checked() -> None:
+    from loopspec.frameworks import ResolveError
+
+    for name in FRAMEWORKS:
+        cls = resolve(FRAMEWORKS[name])  # the adapter class, without importing the framework
+        assert cls.SETTINGS, name
+        for setting, values in cls.SETTINGS.items():
+            assert len(values) >= 2 and len(set(values)) == len(values), (name, setting)
+    if installed("langgraph"):
+        sub = resolve("langgraph[recursion_limit=odd]")
+        assert sub.settings == {"recursion_limit": "odd"} and sub().settings_text() == "recursion_limit=odd"
+        with pytest.raises(ResolveError, match="no setting"):
+            resolve("langgraph[retries=1]")
+        with pytest.raises(ResolveError, match="takes one of"):
+            resolve("langgraph[recursion_limit=7]")
+
+
+@pytest.mark.frameworks
+def test_R28_langgraph_loses_a_final_answer_at_an_odd_recursion_limit() -> None:
+    """The profile's 'a final answer is kept' holds at the even recursion_limit the adapter uses (2 x
+    max_rounds); at 2 x max_rounds - 1 the ReAct agent raises GraphRecursionError instead of returning the
+    model's real final answer."""
+    _need("langgraph")
+    step = _loop([{"calls": [C1]}, {"final": "done"}], maxRounds=2)
+    even = run_step(InProcessImpl(resolve("langgraph")()), step)
+    assert even["events"][-1]["result"]["final"] == "done" and judge(even).ok
+    odd = run_step(InProcessImpl(resolve("langgraph[recursion_limit=odd]")()), step)
+    assert odd["events"][-1]["result"]["status"] == "TRUNCATED"
+    v = judge(odd)
+    assert v.violation is not None and v.violation.rule == "R28"
+
+
+@pytest.mark.frameworks
+def test_R15_langgraph_a_fixed_error_text_hides_the_exception() -> None:
+    """handle_tool_errors = a fixed string: the model sees that string, never the exception's canary."""
+    from loopspec._judge import shows_canary
+
+    _need("langgraph")
+    trace = run_step(InProcessImpl(resolve("langgraph[handle_tool_errors=text]")()), R15_STEP)
+    shown = [m["results"] for m in trace["events"] if m["type"] == "model"]
+    assert shown[1][0]["message"] == "The tool failed." and not shows_canary(shown)

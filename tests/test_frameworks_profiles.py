@@ -27,7 +27,7 @@ def test_shipped_profiles_load() -> None:
     for prof in spec.profiles:
         for c in prof.choices:
             assert c.value != spec.parameter(c.parameter).default
-            assert c.source.startswith("https://")
+            assert c.source is None or c.source.startswith("https://")
     assert params_for(spec, "strict").strict(spec)
     assert not params_for(spec, "langgraph").strict(spec)
 
@@ -36,7 +36,7 @@ def test_shipped_profiles_load() -> None:
     ('parameter = "budget"\nvalue = "per-proposal"', 'parameter = "budget"\nvalue = "sometimes"', "value"),
     ('parameter = "budget"\nvalue = "per-proposal"', 'parameter = "nope"\nvalue = "per-proposal"', "parameter"),
     ('parameter = "budget"\nvalue = "per-proposal"', 'parameter = "budget"\nvalue = "per-call"', "value"),
-    ('source = "https://ai.pydantic.dev/agents/#usage-limits"', 'source = "the docs"', "source"),
+    ('source = "https://ai.pydantic.dev/api/usage/#pydantic_ai.usage.UsageLimits.tool_calls_limit"', 'source = "the docs"', "source"),
 ])
 def test_loader_rejects_bad_profiles(old: str, new: str, field: str) -> None:
     text = _text()
@@ -253,7 +253,7 @@ def test_report_never_calls_an_unwitnessed_profile_difference_plain_conformance(
     """A rule whose profile parameter differs from the strict default, where no campaign met a case that
     shows the difference, is reported as conforming *with* that caveat (e.g. LangGraph has no execution
     budget, R9, and the adapter cannot pass one): never as plain conformance to the strict spec."""
-    from loopspec.fuzz._campaign import CampaignResult
+    from loopspec.fuzz._model import CampaignResult
     from loopspec.fuzz._report import render_report, report_data
 
     stats = {"examples": 1, "steps": 1, "executionsObserved": 0, "seconds": 0.0}
@@ -266,3 +266,62 @@ def test_report_never_calls_an_unwitnessed_profile_difference_plain_conformance(
     assert "| R9 | " in text and "no campaign met a case where its profile's `budget`" in text
     strict = report_data(impl="x", info={}, mode="batch", profile=None, result=empty, strict=None, out=None)
     assert all("profileDiffersUnwitnessed" not in r for r in strict["rules"])
+
+
+def test_report_a_finding_explained_only_by_an_observed_choice_is_a_deviation() -> None:
+    """P-EVIDENCE: LangGraph's re-execution of a repeated id conforms to its profile only through
+    id_binding = none, which nothing documents (evidence = observed): the report says R6 deviates, and
+    names the observed choice; a finding a documented choice explains stays a design choice."""
+    from loopspec.fuzz._model import CampaignResult, Finding
+    from loopspec.fuzz._report import render_report, report_data
+
+    replay = _batch([C1, C1], [C1, C1], {"results": [{"id": "c1", "status": "ok", "output": 0},
+                                                     {"id": "c1", "status": "ok", "output": 1}],
+                                         "executed": 2, "aborted": None})
+    strict_v = judge(replay)
+    assert strict_v.violation is not None and strict_v.violation.rule == "R6"
+    assert judge(replay, profile="langgraph").ok
+    stats = {"examples": 1, "steps": 1, "executionsObserved": 2, "seconds": 0.0}
+    empty = CampaignResult(findings=[], seed=1, stats=stats, files=[])
+    found = CampaignResult(findings=[Finding(strict_v, [{}], [replay])], seed=1, stats=stats, files=[])
+    data = report_data(impl="x", info={}, mode="batch", profile="langgraph", result=empty, strict=found, out=None)
+    r6 = next(r for r in data["rules"] if r["rule"] == "R6")
+    assert r6["status"] == "deviates" and r6["observedOnly"] == ["id_binding"]
+    assert "explained only by the observed (undocumented) choice `id_binding`" in render_report(data)
+    # pydantic-ai: a two-call proposal over a budget of 1 is refused whole (budget = per-proposal, source)
+    c2 = {"id": "c2", "name": "lookup", "arguments": {}}
+    refused = _batch([C1, c2], [], {"results": [], "executed": 0,
+                                    "aborted": {"index": 0, "code": "BUDGET_EXHAUSTED"}}, budget=1)
+    v = judge(refused)
+    assert v.violation is not None
+    found = CampaignResult(findings=[Finding(v, [{}], [refused])], seed=1, stats=stats, files=[])
+    data = report_data(impl="x", info={}, mode="batch", profile="pydantic-ai", result=empty, strict=found, out=None)
+    row = next(r for r in data["rules"] if r["rule"] == v.violation.rule)
+    assert row["status"] == "design-choice" and row["parameters"] == ["budget"]
+
+
+def test_R15_error_text_accepts_a_frameworks_own_text_never_a_canary_unless_exception_text() -> None:
+    """R15 / error_text: the framework's own text in an error answer is a design choice (framework-text);
+    the tool exception's canary in it is R15's divergence, except under exception-text (LangGraph's
+    handle_tool_errors=True)."""
+    from loopspec._judge import CANARY_PREFIX
+
+    failed = {"status": "error", "category": "INTERNAL_ERROR"}
+
+    def trace(message: str) -> dict:
+        t = _batch([C1], [], {"results": [{"id": "c1", "status": "error", "code": "INTERNAL_ERROR",
+                                           "message": message}], "executed": 1, "aborted": None})
+        t["events"].insert(0, {"type": "execute", "callId": "c1", "name": "lookup", "arguments": {},
+                               "principal": "alice", "outcome": failed})
+        return t
+
+    own = trace("An error occurred while running the tool. Please try again.")
+    leak = trace(f"Error: ToolFailed('tool failed: {CANARY_PREFIX}1')\n Please fix your mistakes.")
+    v = judge(own)
+    assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R15", "unsafe-error-message")
+    v = judge(leak)
+    assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R15", "exception-text-shown")
+    assert judge(own, profile="openai-agents").ok
+    v = judge(leak, profile="openai-agents")
+    assert v.violation is not None and v.violation.kind == "exception-text-shown"
+    assert judge(leak, profile="langgraph").ok

@@ -3,6 +3,10 @@
 Regenerate with ``pytest tests/test_oracle_golden.py --overwrite`` (rewrites the inputs from the
 reference engine and the mutations, and every expected report). The manifest's exit codes and rules
 are checked either way: regenerating can change wording, never a verdict.
+
+The real frameworks' recordings (``rec-*``: OpenTelemetry exports and message histories of pydantic-ai, the
+Agents SDK and LangGraph runs) are listed in ``RECORDINGS.json`` and rewritten by
+``python -m tests.telemetry_recordings`` (then ``--overwrite`` here for their reports).
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ _WRITTEN: list[list[dict[str, Any]]] = []
 
 
 def _manifest(overwrite: bool) -> list[dict[str, Any]]:
+    recordings = json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8"))
     if overwrite:
         if not _WRITTEN:
             _WRITTEN.append(write_inputs())
-        return _WRITTEN[0]
-    return json.loads((GOLDEN / "MANIFEST.json").read_text(encoding="utf-8"))
+        return _WRITTEN[0] + recordings
+    return json.loads((GOLDEN / "MANIFEST.json").read_text(encoding="utf-8")) + recordings
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -101,6 +106,19 @@ def test_transcript_rules_are_all_represented(manifest: list[dict[str, Any]]) ->
     witnessed = {r for w in WITNESSED.values() for r in w}
     covered = {r for c in manifest if not c["file"].startswith(("ledger", "traces")) for r in c["rules"]}
     assert witnessed <= covered, sorted(witnessed - covered)
+
+
+def test_every_recording_format_has_real_must_pass_and_must_fail(manifest: list[dict[str, Any]]) -> None:
+    """Each telemetry and history format has a must-pass and a must-fail recording of a real framework."""
+    from loopspec.oracle import check_file
+
+    kinds: dict[str, set[int]] = {}
+    for c in manifest:
+        if c["file"].startswith("rec-"):
+            fmt = check_file(str(GOLDEN / c["file"])).records[0].input
+            kinds.setdefault(fmt, set()).add(c["exit"])
+    assert kinds == {f: {0, 1} for f in ("otlp-json", "otel-console", "pydantic-ai", "langchain",
+                                         "openai-responses")}, kinds
 
 
 def test_golden_inputs_are_current(manifest: list[dict[str, Any]], tmp_path: Path) -> None:

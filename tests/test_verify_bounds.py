@@ -64,6 +64,8 @@ def test_default_bounds_meet_the_brief() -> None:
     (("scope", "concurrent", "concurrency"), [0], "scope.concurrent.concurrency"),
     (("scope", "concurrent", "tools"), ["lookup", "nope"], "no \\[\\[tool\\]\\] named 'nope'"),
     (("scope", "concurrent", "values"), 5, "at most 2"),
+    (("scope", "batch", "expected", "reached"), ["T03", "T99"], "'T99' is not a transition of the spec"),
+    (("scope", "batch", "expected", "reached"), ["T03", "T03"], "distinct transition ids"),
 ])
 def test_bad_bounds_are_rejected_naming_the_field(path: tuple[str, ...], value: object, message: str) -> None:
     doc = raw()
@@ -81,6 +83,8 @@ def test_bad_bounds_are_rejected_naming_the_field(path: tuple[str, ...], value: 
 def test_overrides_change_one_scope_and_drop_its_expected_figures() -> None:
     b = apply_overrides(load_bounds(), ["batch.calls=2", "loop.budgets=[1]"])
     assert b.scope("batch").calls == 2 and b.scope("batch").expected == {}
+    # what the scope reaches at the committed bounds stays: coverage within smaller ones is judged against it
+    assert b.scope("batch").reaches == load_bounds().scope("batch").reaches is not None
     assert b.scope("loop").budgets == (1,)
     with pytest.raises(BoundsError, match=r"SCOPE\.FIELD=VALUE"):
         apply_overrides(load_bounds(), ["calls=2"])
@@ -91,9 +95,9 @@ def test_overrides_change_one_scope_and_drop_its_expected_figures() -> None:
 def test_update_expected_rewrites_only_the_expected_tables(tmp_path: Path) -> None:
     p = tmp_path / "bounds.toml"
     p.write_text(default_bounds_path().read_text())
-    text = update_expected(p, {"batch": {"states": 1, "transitions": 2, "depth": 3}})
+    text = update_expected(p, {"batch": {"states": 1, "transitions": 2, "depth": 3, "reached": ["T03", "T04"]}})
     doc = tomllib.loads(text)
-    assert doc["scope"]["batch"]["expected"] == {"states": 1, "transitions": 2, "depth": 3}
+    assert doc["scope"]["batch"]["expected"] == {"states": 1, "transitions": 2, "depth": 3, "reached": ["T03", "T04"]}
     assert doc["scope"]["loop"]["expected"] == raw()["scope"]["loop"]["expected"]
     assert doc["scope"]["batch"]["calls"] == raw()["scope"]["batch"]["calls"]
 
@@ -124,6 +128,10 @@ def test_loopspec_verify_exhausts_the_default_bound(tmp_path: Path, capsys: pyte
     assert all(report["coverage"]["transitions"].values())
     assert all(report["answers"].values()) and all(report["stop_reasons"].values())  # every code, every reason
     b = load_bounds()
+    # what each scope reaches is recorded, and together the scopes reach every transition of the spec
+    assert {t for s in b.scopes.values() for t in (s.reaches or ())} == {t.id for t in load_spec().transitions}
+    assert report["coverage"]["reachable"] == [t.id for t in load_spec().transitions]
+    assert report["coverage"]["complete"] and report["expected_differs"] == []
     for sc in report["scopes"]:
         exp = b.scope(sc["scope"]).expected
         got = {"states": sc["states"], "transitions": sc["transitions"], "depth": sc["depth"]}

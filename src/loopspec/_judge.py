@@ -49,7 +49,8 @@ from ._core import (
 )
 from ._profiles import Params, Parser, params_for, set_aside
 from ._profiles import drive as profiled_drive
-from ._spec import Profile, Spec, load_rules, load_spec
+from ._spec import Profile, Spec, load_rules
+from ._spec import default_spec as _default_spec
 from ._text import compact
 
 __all__ = [
@@ -65,6 +66,48 @@ __all__ = [
 Json = Any
 
 TRACE_FORMAT: Final = "loopspec-trace/1"
+
+#: Tool exceptions raised by loopspec's harnesses carry this marker in their message (R15): text that shows it
+#: is the exception's text, which only a profile with error_text = exception-text may show the model.
+CANARY_PREFIX: Final = "loopspec-canary-"
+
+
+def shows_canary(value: Json) -> bool:
+    """Does any string in ``value`` (any JSON value, nested) carry a tool exception's canary?"""
+    if isinstance(value, str):
+        return CANARY_PREFIX in value
+    if isinstance(value, dict):
+        return any(shows_canary(k) or shows_canary(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(shows_canary(v) for v in value)
+    return False
+
+
+def _error_text_view(trace: Mapping[str, Json], keep_canary: bool) -> Mapping[str, Json]:
+    """The trace with the message of every error answer set aside, except (``keep_canary``) a message that
+    shows a tool exception's canary. Under a profile with ``error_text`` other than ``fixed`` (SPEC.md
+    section 4) that is how the trace is judged: the framework's own text is accepted. Under the strict
+    spec, :func:`judge` judges this view first, so that a message that is merely not the code's fixed text
+    (R15) is reported only when nothing else diverges."""
+
+    def answers(rs: Json) -> Json:
+        if not isinstance(rs, list):
+            return rs
+        return [{k: v for k, v in r.items() if k != "message"}
+                if isinstance(r, dict) and r.get("status") == "error" and "message" in r
+                and not (keep_canary and shows_canary(r["message"])) else r for r in rs]
+
+    events = trace.get("events")
+    if not isinstance(events, list):
+        return trace
+    out = []
+    for ev in events:
+        if isinstance(ev, dict) and ev.get("type") == "model" and "results" in ev:
+            ev = {**ev, "results": answers(ev["results"])}
+        elif isinstance(ev, dict) and ev.get("type") == "response" and isinstance(ev.get("result"), dict):
+            ev = {**ev, "result": {**ev["result"], "results": answers(ev["result"].get("results"))}}
+        out.append(ev)
+    return {**trace, "events": out}
 
 #: Protocol findings: the implementation broke the adapter protocol (spec/PROTOCOL.md) rather than
 #: a rule of SPEC.md, so no answer could be compared.
@@ -146,14 +189,11 @@ class Verdict:
 # --------------------------------------------------------------------------------------------
 
 
-_DEFAULT_SPEC: list[Spec] = []
 
 
 def default_spec() -> Spec:
-    """The shipped spec, loaded once (load_spec resolves its path on every call)."""
-    if not _DEFAULT_SPEC:
-        _DEFAULT_SPEC.append(load_spec())
-    return _DEFAULT_SPEC[0]
+    """The default spec (the shipped one, or the one chosen with ``--spec``), loaded once per choice."""
+    return _default_spec()
 
 
 _RULES: dict[str, dict[str, tuple[str, ...]]] = {}
@@ -946,6 +986,9 @@ def _compare_answer(spec: Spec, exp: Expected, calls: Sequence[Json], i: int, e:
                            f"put an answer for id {compact(o.get('id'), 20)} (request #{other[0]}) at position {i}")
         return finding("R11", "wrong-answer-id", f"answered with id {compact(o.get('id'), 20)}")
     status, code = o.get("status"), o.get("code")
+    if isinstance(o, dict) and shows_canary({k: v for k, v in o.items() if k != "message"}):
+        return finding("R15", "secret-shown-to-model", f"answered {compact(o, 100)}, which carries a tool failure's "
+                       "private text (its canary): only the error's structure may reach the model")
     if status == "error":
         if code not in CODE_TABLE:
             return finding("R15", "unknown-error-code", f"answered with the code {compact(code, 30)}, which the spec does not define")
@@ -954,6 +997,9 @@ def _compare_answer(spec: Spec, exp: Expected, calls: Sequence[Json], i: int, e:
             return finding("R15", "unsafe-error", f"answered {code} with extra fields {', '.join(extra)} "
                            f"({compact({k: o[k] for k in extra}, 60)}): an error answer is exactly (code, "
                            "message, next_action, request_id)")
+        if "message" in o and shows_canary(o["message"]):
+            return finding("R15", "exception-text-shown", f"answered {code} with the message {compact(o['message'], 80)}, "
+                           "which carries the tool's exception text (its canary): the exception reaches the model")
         if "message" in o and o["message"] != CODE_TABLE[code][3]:
             return finding("R15", "unsafe-error-message", f"answered {code} with the message {compact(o['message'], 60)} "
                            f"instead of the code's fixed safe message {CODE_TABLE[code][3]!r}")
@@ -1068,13 +1114,19 @@ def judge(trace: Json, *, spec: Spec | None = None, profile: Profile | str | Non
         params = profile
     if params is not None and params.strict(spec or default_spec()):
         params = None  # the strict default is exactly the core's reference
+    if kind not in ("batch", "loop"):
+        raise TraceError("trace.kind", "must be \"batch\" or \"loop\"")
     if kind == "batch":
-        return judge_batch(trace, spec=spec, params=params)
-    if kind == "loop":
-        from ._judge_loop import judge_loop
-
-        return judge_loop(trace, spec=spec, params=params)
-    raise TraceError("trace.kind", "must be \"batch\" or \"loop\"")
+        run = judge_batch
+    else:
+        from ._judge_loop import judge_loop as run
+    if params is not None and params["error_text"] != "fixed":
+        return run(_error_text_view(trace, params["error_text"] != "exception-text"), spec=spec, params=params)
+    view = _error_text_view(trace, True)
+    if view == trace:
+        return run(trace, spec=spec, params=params)
+    v = run(view, spec=spec, params=params)
+    return run(trace, spec=spec, params=params) if v.ok else v
 
 
 def split_events(events: Json) -> tuple[list[ObservedExecution], list[Mapping[str, Json]], dict[str, Json] | None,

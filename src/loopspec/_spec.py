@@ -9,14 +9,18 @@ an exit is a definition error, not a warning.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
-import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from . import _safejson
+
 __all__ = [
+    "EVIDENCE",
     "Choice",
     "Code",
     "Concurrency",
@@ -31,10 +35,13 @@ __all__ = [
     "State",
     "StopReason",
     "Transition",
+    "default_spec",
     "default_spec_path",
     "load_rules",
     "load_spec",
     "parse_spec",
+    "shipped_spec_path",
+    "using_spec",
 ]
 
 CODE_KINDS: Final = ("violation", "failure", "limit")
@@ -163,15 +170,35 @@ class Parameter:
         return self.values[0]
 
 
+#: How a profile choice is known (SPEC.md P-EVIDENCE), strongest first.
+EVIDENCE = ("documented", "source", "observed")
+
+
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """One documented choice of a profile: a parameter's value, with the framework's own documentation."""
+    """One choice of a profile: a parameter's value, with its evidence graded (P-EVIDENCE):
+
+    * ``documented``: ``quote`` is an exact sentence of the framework's documentation at ``source`` (a
+      link), shipped in the pinned package in the file ``shipped`` (the docstring the page renders);
+    * ``source``: ``quote`` is a line of the function ``function`` of the file ``shipped`` in the
+      framework's installed source (``source`` links to it);
+    * ``observed``: neither says it; only the runs show it (``source`` may link to related text).
+    """
 
     parameter: str
     value: str
-    source: str
+    source: str | None
     note: str
     text: str | None = None  # the framework's fixed text, for a value that needs one (Parameter.texts)
+    evidence: str = "observed"
+    quote: str | None = None
+    shipped: str | None = None  # the file of the installed framework that holds the quote
+    function: str | None = None  # evidence = source: the function (Class.method) holding the quoted line
+
+    @property
+    def promised(self) -> bool:
+        """Does the framework promise this behaviour (documented or in its source), beyond the runs?"""
+        return self.evidence != "observed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,13 +341,61 @@ class Spec:
 # --------------------------------------------------------------------------------------------
 
 
-def default_spec_path() -> Path:
-    """The spec shipped with loopspec: the repository's ``spec/loop.toml`` or the packaged copy."""
+#: The spec chosen with ``--spec`` (innermost :func:`using_spec` last); empty: the shipped one.
+_CHOSEN: list[Path] = []
+
+
+@functools.cache
+def shipped_spec_path() -> Path:
+    """The spec shipped with loopspec: ``spec/loop.toml`` of the source tree when loopspec runs from
+    one (an editable install, ``src/`` on the path), else the copy packaged in the wheel
+    (``loopspec/spec/loop.toml``, put there at build time from the same top-level ``spec/``)."""
     here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "spec" / "loop.toml", here.parent / "spec" / "loop.toml"):
-        if candidate.is_file():
-            return candidate
-    raise SpecError("cannot find spec/loop.toml next to the loopspec package")
+    repo = here.parents[2] / "spec" / "loop.toml"
+    packaged = here.parent / "spec" / "loop.toml"
+    if here.parents[1].name == "src" and repo.is_file():
+        return repo
+    if packaged.is_file():
+        return packaged
+    if repo.is_file():
+        return repo
+    raise SpecError(f"cannot find the spec: neither {packaged} (an installed loopspec) nor {repo} "
+                    "(a source checkout) exists; reinstall loopspec or give --spec FILE")
+
+
+def default_spec_path() -> Path:
+    """The spec every default refers to: the one chosen with :func:`using_spec` (``--spec``), else the
+    shipped one. Its rules (SPEC.md), bounds.toml, conformance/ and schema/ are looked for beside it."""
+    return _CHOSEN[-1] if _CHOSEN else shipped_spec_path()
+
+
+_DEFAULT: dict[Path | None, Spec] = {}
+
+
+def default_spec() -> Spec:
+    """The default spec (:func:`default_spec_path`), loaded once per choice: cheap enough for hot paths."""
+    key = _CHOSEN[-1] if _CHOSEN else None
+    spec = _DEFAULT.get(key)
+    if spec is None:
+        spec = _DEFAULT[key] = load_spec()
+    return spec
+
+
+@contextlib.contextmanager
+def using_spec(path: str | Path | None) -> Iterator[Spec]:
+    """Within the block the spec at ``path`` is the default everywhere (the engine, the judge, the model
+    checker, the oracle, and the files looked for next to it); ``None`` keeps the current default.
+    The spec is loaded and validated first (:class:`SpecError` when it is not usable)."""
+    if path is None:
+        yield load_spec()
+        return
+    p = Path(path).resolve()
+    spec = load_spec(p)
+    _CHOSEN.append(p)
+    try:
+        yield spec
+    finally:
+        _CHOSEN.pop()
 
 
 _CACHE: dict[str, Spec] = {}
@@ -333,9 +408,9 @@ def load_spec(path: str | Path | None = None) -> Spec:
     if key in _CACHE:
         return _CACHE[key]
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read the spec: {exc.strerror}", path=str(p)) from None
+        text = _safejson.read_text(p, what="spec")
+    except _safejson.JsonInputError as exc:
+        raise SpecError(f"cannot read the spec: {exc.message()}", path=str(p), line=exc.line or 0) from None
     spec = parse_spec(text, path=str(p))
     _CACHE[key] = spec
     return spec
@@ -411,11 +486,10 @@ def _known(ctx: _Ctx, table: str, eid: str, fld: str, value: str, known: Iterabl
 def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
     """Parse and validate spec text. Raises :class:`SpecError` naming the bad entry."""
     ctx = _Ctx(text, path)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise SpecError(f"not valid TOML: {exc}", path=path, line=int(m.group(1)) if m else 0) from None
+    try:  # TOML under the limits JSON input gets (depth, integer digits, finite numbers)
+        doc = _safejson.parse_toml(text)
+    except _safejson.JsonInputError as exc:
+        raise SpecError(exc.message(), path=path, line=exc.line or 0) from None
 
     meta = doc.get("meta", {})
     if not isinstance(meta, dict):
@@ -649,7 +723,13 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
     ``Checked by: INV-A, INV-B`` (or ``Checked by: conformance vectors``).
     """
     p = Path(path) if path is not None else default_spec_path().with_name("SPEC.md")
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = _safejson.read_text(p, what="rules text")
+    except _safejson.JsonInputError as exc:
+        if exc.reason == "no such file":
+            raise SpecError("no such file (the rules text, SPEC.md, is looked for next to the spec; "
+                            "give --rules FILE)", path=str(p)) from None
+        raise SpecError(f"cannot read the rules: {exc.message()}", path=str(p), line=exc.line or 0) from None
     spec = spec or load_spec()
     inv_ids = {i.id for i in spec.invariants}
     rules: list[Rule] = []
@@ -720,7 +800,7 @@ _URL = re.compile(r"^https?://\S+$")
 def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter, ...], tuple[Profile, ...]]:
     """``[[parameter]]`` and ``[[profile]]`` (SPEC.md section 4), validated: parameters name rules and
     give a meaning for each value; a profile sets known parameters to one of their non-default values,
-    each at most once, citing the framework's documentation (an http(s) URL)."""
+    each at most once, with its evidence graded (P-EVIDENCE: a quote for documented and source)."""
     parameters: list[Parameter] = []
     for e in _entries(ctx, doc, "parameter"):
         pid = e["id"]
@@ -766,9 +846,29 @@ def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter,
                                 f"{param} takes one of {', '.join(by_id[param].values)}, got {value!r}")
             if value == by_id[param].default:
                 raise ctx.error("profile", pid, f"{fld}.value", f"{value!r} is the strict default: not a choice")
+            evidence = c.get("evidence")
+            if evidence not in EVIDENCE:
+                raise ctx.error("profile", pid, f"{fld}.evidence", f"one of {', '.join(EVIDENCE)}, got {evidence!r}")
             source = c.get("source")
-            if not isinstance(source, str) or not _URL.match(source):
-                raise ctx.error("profile", pid, f"{fld}.source", "a link (http or https URL) to the framework's documentation")
+            if (source is not None or evidence != "observed") and (not isinstance(source, str) or not _URL.match(source)):
+                raise ctx.error("profile", pid, f"{fld}.source", "a link (http or https URL) to the framework's "
+                                "documentation or source")
+            quote, shipped, function = c.get("quote"), c.get("shipped"), c.get("function")
+            if evidence in ("documented", "source"):
+                what = "the exact sentence quoted" if evidence == "documented" else "the quoted source line"
+                if not isinstance(quote, str) or not quote.strip():
+                    raise ctx.error("profile", pid, f"{fld}.quote", f"evidence = {evidence} needs {what}")
+                if not isinstance(shipped, str) or not shipped:
+                    raise ctx.error("profile", pid, f"{fld}.shipped", f"evidence = {evidence} needs the file of the "
+                                    "installed framework that holds the quote")
+            elif quote is not None or shipped is not None:
+                raise ctx.error("profile", pid, f"{fld}.quote", "evidence = observed has no quote: nothing says it")
+            if evidence == "source":
+                if not isinstance(function, str) or not function:
+                    raise ctx.error("profile", pid, f"{fld}.function", "evidence = source needs the function "
+                                    "(or Class.method) that holds the quoted line")
+            elif function is not None:
+                raise ctx.error("profile", pid, f"{fld}.function", f"evidence = {evidence} names no function")
             note = c.get("note")
             if not isinstance(note, str) or not note:
                 raise ctx.error("profile", pid, f"{fld}.note", "missing or not a non-empty string")
@@ -778,7 +878,7 @@ def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter,
                     raise ctx.error("profile", pid, f"{fld}.text", f"{param} = {value} needs the framework's text")
             elif text is not None:
                 raise ctx.error("profile", pid, f"{fld}.text", f"{param} = {value} takes no text")
-            choices.append(Choice(param, value, source, note, text))
+            choices.append(Choice(param, value, source, note, text, evidence, quote, shipped, function))
         profiles.append(Profile(pid, _str(ctx, "profile", e, "framework"), _str(ctx, "profile", e, "tested"),
                                 _str(ctx, "profile", e, "doc"), tuple(choices)))
     return tuple(parameters), tuple(profiles)

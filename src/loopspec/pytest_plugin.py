@@ -10,6 +10,9 @@ It runs a campaign and, when the implementation diverges from the spec, fails th
 explanation of every shrunk counterexample; the cases are kept under the test's ``tmp_path``
 (``loopspec-fuzz/``) for ``loopspec replay``. The test passes, and the fixture returns the
 campaign result, when no divergence was found.
+
+pytest is not a dependency of loopspec: only pytest loads this module, and importing it without
+pytest installed defines nothing (and imports nothing of the fuzzer).
 """
 
 from __future__ import annotations
@@ -18,20 +21,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
+try:
+    import pytest
+except ImportError:  # not running under pytest: there is no fixture to provide
+    pytest = None  # type: ignore[assignment]
+
+__all__ = ["loopspec_fuzz"] if pytest is not None else []
 
 
-@pytest.fixture
-def loopspec_fuzz(tmp_path: Path) -> Callable[..., Any]:
-    def run(target: Any, **options: Any) -> Any:
-        from .fuzz import fuzz, render_finding
+if pytest is not None:
 
-        out = Path(options.pop("out", tmp_path / "loopspec-fuzz"))
-        result = fuzz(target, out=out, **options)
-        if not result.ok:
-            texts = [render_finding(f, str(target), str(out / f"{f.rule}.json")) for f in result.findings]
-            pytest.fail(f"loopspec: {len(result.findings)} divergence(s) from the spec (seed {result.seed})\n\n"
-                        + "\n".join(texts), pytrace=False)
-        return result
+    @pytest.fixture
+    def loopspec_fuzz(tmp_path: Path) -> Callable[..., Any]:
+        def run(target: Any, **options: Any) -> Any:
+            from .fuzz import fuzz, render_finding
 
-    return run
+            out = Path(options.pop("out", tmp_path / "loopspec-fuzz"))
+            result = fuzz(target, out=out, **options)
+            if not result.ok:
+                texts = [render_finding(f, str(target), str(out / f"{f.rule}.json")) for f in result.findings]
+                pytest.fail(f"loopspec: {len(result.findings)} divergence(s) from the spec (seed {result.seed})\n\n"
+                            + "\n".join(texts), pytrace=False)
+            return result
+
+        return run

@@ -6,14 +6,16 @@ and the field. ``--bound scope.key=value`` overrides a field of a scope from the
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .. import _safejson
 from .._core import FAILURE_CATEGORIES, LIMIT_POLICIES, MODES, ToolDefinitionError, ToolSchema, parse_schema
-from .._spec import default_spec_path
+from .._spec import default_spec, default_spec_path
 
 __all__ = ["Bounds", "BoundsError", "Scope", "ToolDef", "apply_overrides", "default_bounds_path", "load_bounds"]
 
@@ -57,6 +59,9 @@ class Scope:
     model_error: bool = False
     final: bool = False
     expected: Mapping[str, int] = field(default_factory=dict)
+    #: the spec transitions this scope reaches at the committed bounds (``reached`` in its expected
+    #: table, written by ``--update-expected``): what coverage of this scope is judged against
+    reaches: tuple[str, ...] | None = None
     # -- section 5: concurrent execution (the defaults leave a scope sequential) ------------
     concurrency: tuple[int, ...] = (1,)  # the max_concurrency values explored
     tools: tuple[str, ...] | None = None  # the tools of the alphabet (default: every [[tool]])
@@ -204,9 +209,23 @@ def _scope(path: str, name: str, raw: Mapping[str, Any]) -> Scope:
     if not isinstance(expected_raw, dict):
         raise _err(path, f"{where}.expected", "expected a table")
     expected: dict[str, int] = {}
+    reaches: tuple[str, ...] | None = None
     for k, v in expected_raw.items():
-        expected[k] = _int(path, f"{where}.expected.{k}", v, 0, 10**12)
-    return Scope(name, kind, calls, ids, budgets, modes, on_limit, failures, expected=expected, **kw)
+        if k == "reached":
+            reaches = _transitions(path, f"{where}.expected.reached", v)
+        else:
+            expected[k] = _int(path, f"{where}.expected.{k}", v, 0, 10**12)
+    return Scope(name, kind, calls, ids, budgets, modes, on_limit, failures, expected=expected, reaches=reaches, **kw)
+
+
+def _transitions(path: str, where: str, v: object) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or len(set(v)) != len(v):
+        raise _err(path, where, "expected a list of distinct transition ids")
+    known = [t.id for t in default_spec().transitions]
+    for x in v:
+        if x not in known:
+            raise _err(path, where, f"{x!r} is not a transition of the spec")
+    return tuple(sorted(v, key=known.index))
 
 
 def parse_bounds(doc: Mapping[str, Any], path: str = "<bounds>") -> Bounds:
@@ -287,14 +306,10 @@ def _check_scope_tools(path: str, sc: Scope, tools: Sequence[ToolDef], values: S
 
 def load_bounds(path: str | Path | None = None) -> Bounds:
     p = Path(path) if path is not None else default_bounds_path()
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BoundsError(f"{p}: cannot read: {exc.strerror}") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise BoundsError(f"{p}: not valid TOML: {exc}") from None
+    try:  # TOML under the limits every input gets (size, UTF-8, depth, integer digits, finite numbers)
+        doc = _safejson.load_toml(p, what="bounds file")
+    except _safejson.JsonInputError as exc:
+        raise BoundsError(str(exc)) from None
     return parse_bounds(doc, str(p))
 
 
@@ -313,7 +328,8 @@ def apply_overrides(bounds: Bounds, overrides: Sequence[str]) -> Bounds:
         raw = _scope_to_raw(scope)
         raw[fld] = parsed
         raw.pop("expected", None)  # expected figures belong to the committed bounds only
-        new = _scope(f"--bound {ov}", scope_name, raw)
+        # ... but what the scope reaches at them stays: coverage within smaller bounds is judged against it
+        new = replace(_scope(f"--bound {ov}", scope_name, raw), reaches=scope.reaches)
         _check_scope_tools(f"--bound {ov}", new, bounds.tools, bounds.values)
         bounds = bounds.with_scope(new)
     return bounds
@@ -348,12 +364,12 @@ def _scope_to_raw(s: Scope) -> dict[str, Any]:
     return raw
 
 
-def expected_table(scope: str, figures: Mapping[str, int]) -> str:
-    body = "".join(f"{k} = {v}\n" for k, v in figures.items())
+def expected_table(scope: str, figures: Mapping[str, int | Sequence[str]]) -> str:
+    body = "".join(f"{k} = {json.dumps(list(v)) if not isinstance(v, int) else v}\n" for k, v in figures.items())
     return f"[scope.{scope}.expected]\n{body}"
 
 
-def update_expected(path: str | Path, figures: Mapping[str, Mapping[str, int]]) -> str:
+def update_expected(path: str | Path, figures: Mapping[str, Mapping[str, int | Sequence[str]]]) -> str:
     """The text of the bounds file at ``path`` with ``[scope.NAME.expected]`` replaced (or added)."""
     text = Path(path).read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)

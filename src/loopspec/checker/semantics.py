@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from .. import _core as core
 from .._core import Binding, Execution, Outcome, RunState
-from .._spec import Spec, Transition, load_spec
+from .._spec import Spec, Transition, default_spec
 
 __all__ = [
     "CORE",
@@ -346,12 +346,7 @@ PRE_GROUP_CALLS: Mapping[tuple[str, str], tuple[str, ...]] = {
 
 def tables(spec: Spec | None = None) -> _Tables:
     if spec is None:
-        t0 = _TABLES.get(0)
-        if t0 is not None:
-            return t0
-        spec = load_spec()
-        _TABLES[0] = tables(spec)
-        return _TABLES[0]
+        spec = default_spec()  # the shipped spec or the one chosen with --spec (cached per choice)
     t = _TABLES.get(id(spec))
     if t is None:
         drive: dict[str, str] = {}

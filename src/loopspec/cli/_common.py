@@ -1,6 +1,41 @@
-"""What every subcommand shares: the exit codes and the usage error (exit 2)."""
+"""What every subcommand shares: the exit codes, the usage error (exit 2) and the common options.
+
+A command registers its options with these helpers so that the same option means the same thing,
+with the same help text, everywhere:
+
+* :func:`add_spec_option` — ``--spec FILE``: the spec (a ``loop.toml``) the command uses. The command
+  line's ``main`` makes it the default for the whole command (the engine, the judge, the model
+  checker, the oracle; the rules text ``SPEC.md``, ``bounds.toml``, ``conformance/`` and ``schema/``
+  are looked for next to it), so a handler needs nothing more than to register the option;
+* :func:`add_format_option` — ``--format``: how the report is printed (text for people, JSON for
+  programs);
+* :func:`add_progress_option` and :func:`progress_line` — ``--progress``: the progress line of a long
+  run (:mod:`loopspec._progress`), shown on a terminal and, when forced, on any stderr.
+"""
 
 from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from typing import IO, Final
+
+from .._progress import ProgressLine
+
+__all__ = [
+    "EXIT_FOUND",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "FORMAT_HELP",
+    "SPEC_HELP",
+    "UsageError",
+    "add_format_option",
+    "add_progress_option",
+    "add_spec_option",
+    "plain",
+    "plain_help",
+    "progress_line",
+]
 
 EXIT_OK = 0
 EXIT_FOUND = 1
@@ -9,3 +44,69 @@ EXIT_USAGE = 2
 
 class UsageError(Exception):
     """Raised by a subcommand for bad usage or unreadable input (exit 2)."""
+
+
+SPEC_HELP: Final = ("the spec to use, a loop.toml (default: the spec shipped with loopspec); its rules (SPEC.md), "
+                    "bounds.toml, conformance/ and schema/ are looked for in the same directory")
+
+#: What each ``--format`` value means (a command may add its own).
+FORMAT_HELP: Final = {
+    "text": "a report for people",
+    "json": "one JSON document on stdout, for programs",
+}
+
+
+_MARKUP: Final = re.compile(r":(?:func|mod|class|meth|data|attr|exc|ref):`~?([^`]+)`|``([^`]+)``|\*\*([^*]+)\*\*")
+
+
+def plain(text: str | None) -> str | None:
+    """A docstring's reST markup as plain text for ``--help``: ``code``, **bold** and :role:`x` lose their marks."""
+    if not text:
+        return text
+    return _MARKUP.sub(lambda m: next(g for g in m.groups() if g is not None), text)
+
+
+def plain_help(parser: argparse.ArgumentParser) -> None:
+    """Make every help text of ``parser`` and its subcommands plain text (see :func:`plain`)."""
+    parser.description = plain(parser.description)
+    parser.epilog = plain(parser.epilog)
+    for action in parser._actions:
+        if isinstance(action.help, str) and action.help is not argparse.SUPPRESS:
+            action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
+            for sub in dict.fromkeys(action.choices.values()):
+                plain_help(sub)
+
+
+def add_spec_option(parser: argparse.ArgumentParser, *aliases: str) -> argparse.Action:
+    """``--spec FILE`` (dest ``spec``; default None = the shipped spec). ``aliases`` are older spellings
+    kept working but not shown in the help (e.g. ``--file``)."""
+    action = parser.add_argument("--spec", metavar="FILE", default=None, help=SPEC_HELP)
+    for alias in aliases:
+        parser.add_argument(alias, dest="spec", metavar="FILE", help=argparse.SUPPRESS)
+    return action
+
+
+def add_format_option(parser: argparse.ArgumentParser, choices: Sequence[str] = ("text", "json"), *,
+                      default: str | None = None, what: str = "the report",
+                      meanings: dict[str, str] | None = None) -> argparse.Action:
+    """``--format {text,json}`` with a help text naming every choice and the default."""
+    default = default if default is not None else choices[0]
+    means = {**FORMAT_HELP, **(meanings or {})}
+    parts = [f"{c} ({means[c]})" if c in means else c for c in choices]
+    helptext = f"how to print {what}: {', '.join(parts)}; default: {default}"
+    return parser.add_argument("--format", choices=tuple(choices), default=default, help=helptext)
+
+
+def add_progress_option(parser: argparse.ArgumentParser) -> argparse.Action:
+    """``--progress``: show the progress line on stderr even when it is not a terminal."""
+    return parser.add_argument(
+        "--progress", action="store_true",
+        help="show the progress line on stderr even when it is not a terminal (on a terminal it is always shown)")
+
+
+def progress_line(args: argparse.Namespace, stream: IO[str] | None = None) -> ProgressLine:
+    """The progress line for a command: enabled on a terminal, or everywhere with ``--progress``."""
+    return ProgressLine(stream, force=bool(getattr(args, "progress", False)))

@@ -13,7 +13,7 @@ import importlib.util
 import re
 from typing import Any, Final
 
-__all__ = ["FRAMEWORKS", "MODULES", "PACKAGES", "installed", "resolve"]
+__all__ = ["FRAMEWORKS", "MODULES", "PACKAGES", "installed", "parse_settings", "resolve"]
 
 #: --impl name -> the adapter's entry point (module:attr)
 FRAMEWORKS: Final = {
@@ -41,12 +41,41 @@ class ResolveError(Exception):
     """``--impl`` names a framework or an entry point that cannot be loaded (the message says why)."""
 
 
+_SETTINGS = re.compile(r"^([a-z][\w-]*)\[([^\]]*)\]$")
+
+
+def parse_settings(text: str) -> dict[str, str]:
+    """``a=x,b=y`` -> {"a": "x", "b": "y"}."""
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        k, eq, v = part.partition("=")
+        if not eq or not k.strip() or not v.strip():
+            raise ResolveError(f"a setting is NAME=VALUE, got {part!r}")
+        out[k.strip()] = v.strip()
+    return out
+
+
 def resolve(impl: str) -> Any | None:
-    """The in-process target for ``--impl``: a framework name or ``module:attr``; None for a command."""
+    """The in-process target for ``--impl``: a framework name (optionally with settings,
+    ``'langgraph[handle_tool_errors=text]'``) or ``module:attr``; None for a command."""
+    m = _SETTINGS.match(impl)
+    if m is not None and m.group(1) in FRAMEWORKS:
+        base = resolve(m.group(1))
+        try:
+            return base.with_settings(parse_settings(m.group(2)))
+        except ValueError as exc:
+            raise ResolveError(str(exc)) from None
     entry = FRAMEWORKS.get(impl)
     if entry is None and not _ENTRY.match(impl):
         return None
     module, _, attr = (entry or impl).partition(":")
+    if entry is None:  # a user's module: importable from the current directory, as `python -m pytest` does
+        import os
+        import sys
+
+        here = os.getcwd()
+        if here not in sys.path and "" not in sys.path:
+            sys.path.insert(0, here)
     try:
         obj: Any = importlib.import_module(module)
         for part in attr.split("."):

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .._core import CODE_TABLE, FAILURE_CATEGORIES
+from .._judge import CANARY_PREFIX
 from ..fuzz._adapter import ExecuteFn, Executor, ModelFailure, ModelFn
 
 Json = Any
 
-__all__ = ["ABSENT", "FrameworkExecutor", "Run", "python_signature"]
+__all__ = ["ABSENT", "FrameworkExecutor", "Run", "python_signature", "shown"]
 
 
 class _Absent:
@@ -85,11 +86,22 @@ def error(call_id: Json, code: str) -> dict[str, Json]:
 
 
 class ToolFailed(Exception):
-    """Raised by a tool body when the harness's tool failed (carries the category, R17)."""
+    """Raised by a tool body when the harness's tool failed (carries the category, R17).
 
-    def __init__(self, category: str) -> None:
-        super().__init__(category)
+    Its message is what a real tool's exception carries: text the model must never see (R15), here a
+    canary (:data:`loopspec._judge.CANARY_PREFIX`) the judge searches for in everything the framework
+    shows the model."""
+
+    def __init__(self, category: str, canary: str = "") -> None:
         self.category = category if category in FAILURE_CATEGORIES else "INTERNAL_ERROR"
+        self.canary = canary
+        super().__init__(f"tool failed ({self.category}): internal detail {canary}" if canary else self.category)
+
+
+def shown(call_id: Json, code: str, content: Json) -> dict[str, Json]:
+    """An error answer with the text the framework put in front of the model for it (R15: the judge
+    compares it with the code's fixed message and searches it for a tool exception's canary)."""
+    return {**error(call_id, code), "message": content}
 
 
 @dataclass
@@ -153,7 +165,7 @@ class Run:
             category = getattr(exc, "category", "INTERNAL_ERROR")
             if index is not None:
                 self.failed_at[index] = category
-            raise ToolFailed(category) from None
+            raise ToolFailed(category, f"{CANARY_PREFIX}{self.executed}") from None
 
     def answer(self, index: int, result: dict[str, Json]) -> None:
         self.answers.setdefault(index, result)
@@ -226,6 +238,30 @@ class FrameworkExecutor(Executor):
     framework = "?"
     #: how the adapter maps the harness's limits to the framework's (documentation, shown in reports)
     limit_support: ClassVar[Mapping[str, str]] = {}
+    #: the framework settings that change the loop's behaviour (the settings matrix): setting -> its values,
+    #: the adapter's default first (the setting the profile describes)
+    SETTINGS: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: the values chosen for this class (:meth:`with_settings`); a setting not named has its default
+    settings: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def with_settings(cls, chosen: Mapping[str, str]) -> type[FrameworkExecutor]:
+        """A subclass that runs the framework with these settings (``--impl 'NAME[setting=value,...]'``)."""
+        for k, v in chosen.items():
+            if k not in cls.SETTINGS:
+                raise ValueError(f"{cls.framework} has no setting {k!r} (settings: {', '.join(cls.SETTINGS) or 'none'})")
+            if v not in cls.SETTINGS[k]:
+                raise ValueError(f"{cls.framework} setting {k} takes one of {', '.join(cls.SETTINGS[k])}, got {v!r}")
+        label = ",".join(f"{k}={v}" for k, v in chosen.items())
+        return type(f"{cls.__name__}[{label}]", (cls,), {"settings": {**cls.settings, **chosen},
+                                                         "name": f"{cls.framework}[{label}]"})
+
+    def setting(self, name: str) -> str:
+        return self.settings.get(name, self.SETTINGS[name][0])
+
+    def settings_text(self) -> str:
+        """The non-default settings, as ``--impl`` names them (empty at the defaults)."""
+        return ",".join(f"{k}={v}" for k, v in self.settings.items() if v != self.SETTINGS[k][0])
 
     def unrepresentable(self, call: Json) -> str | None:
         """Why the framework's message types cannot carry this call (None when they can)."""

@@ -39,11 +39,15 @@ from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar
 
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
+from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, reply_kind, shown
 
 Json = Any
 
 __all__ = ["LangGraphExecutor"]
+
+
+#: handle_tool_errors = text: what an application that hides exceptions from the model would pass
+FIXED_ERROR_TEXT = "The tool failed."
 
 
 class _Invalid(Exception):
@@ -53,6 +57,10 @@ class _Invalid(Exception):
 class LangGraphExecutor(FrameworkExecutor):
     framework = "langgraph"
     name = "langgraph"
+    #: recursion_limit: 2 × maxRounds (even, the profile's setting) or one less (odd); handle_tool_errors:
+    #: True in continue mode and ToolNode's default in abort mode (by-mode), True in every mode, or a fixed text
+    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"recursion_limit": ("even", "odd"),
+                                                      "handle_tool_errors": ("by-mode", "true", "text")}
     limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "recursion_limit = 2 × maxRounds (loop level; a round is a model step and a tools step)",
         "maxExecutions": "none: LangGraph has no execution budget",
@@ -140,10 +148,10 @@ class LangGraphExecutor(FrameworkExecutor):
                     run.answer(i, ok(cid, json.loads(m.content) if isinstance(m.content, str) else m.content))
                 except ValueError:
                     run.answer(i, ok(cid, m.content))
-            elif m.name not in run.tools:
-                run.answer(i, error(cid, "UNKNOWN_TOOL"))
+            elif m.name not in run.tools:  # the content: ToolNode's text, whatever its type
+                run.answer(i, shown(cid, "UNKNOWN_TOOL", m.content))
             else:
-                run.answer(i, error(cid, run.failed_at.get(i, "INVALID_ARGUMENT")))
+                run.answer(i, shown(cid, run.failed_at.get(i, "INVALID_ARGUMENT"), m.content))
 
     def _propose(self, run: Run, calls: list[Json]) -> Any:
         """Record the round and build its AIMessage; calls that cannot be ToolCalls are no requests."""
@@ -161,8 +169,13 @@ class LangGraphExecutor(FrameworkExecutor):
         abort = params.get("mode", "continue") == "abort"
         tools = self._tools(run)
         self._valid: list[list[int]] = []  # per round: the positions of the calls that are ToolCalls
-        node = (ToolNode(tools, awrap_tool_call=_observe) if abort
-                else ToolNode(tools, handle_tool_errors=True, awrap_tool_call=_observe))
+        handling = self.setting("handle_tool_errors")
+        if handling == "text":  # a fixed text in every mode: no failure ends the run, none shows its exception
+            node = ToolNode(tools, handle_tool_errors=FIXED_ERROR_TEXT, awrap_tool_call=_observe)
+        elif handling == "true" or not abort:
+            node = ToolNode(tools, handle_tool_errors=True, awrap_tool_call=_observe)
+        else:  # by-mode in abort mode: ToolNode's default handler (tool failures are re-raised)
+            node = ToolNode(tools, awrap_tool_call=_observe)
         config: dict[str, Any] = {"configurable": {"principal": run.principal}}
         if batch:
             return self._batch(run, node, model_next, config)
@@ -171,7 +184,8 @@ class LangGraphExecutor(FrameworkExecutor):
         model = _scripted_chat_model(run, model_next, self)
         limits = params.get("limits") or {}
         rounds = limits.get("maxRounds")
-        config["recursion_limit"] = 2 * rounds if rounds is not None else 10**6
+        odd = self.setting("recursion_limit") == "odd"
+        config["recursion_limit"] = 2 * rounds - (1 if odd else 0) if rounds is not None else 10**6
         with warnings.catch_warnings():
             # LangGraph 1.x points to langchain.agents.create_agent (another package); the prebuilt agent
             # is still LangGraph's own ReAct loop, and the one the issue asks for

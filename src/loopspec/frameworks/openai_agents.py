@@ -36,7 +36,7 @@ import warnings
 from typing import Any, ClassVar
 
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
+from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, reply_kind, shown
 
 Json = Any
 
@@ -54,6 +54,14 @@ class _Invalid(Exception):
 class OpenAIAgentsExecutor(FrameworkExecutor):
     framework = "openai-agents"
     name = "openai-agents"
+    #: concurrency: ToolExecutionConfig.max_function_tool_concurrency (1 is the adapter's; the SDK's default
+    #: starts every call at once); tool_use_behavior: Agent(tool_use_behavior=...); tool_not_found_behavior:
+    #: RunConfig(tool_not_found_behavior=...)
+    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "concurrency": ("1", "unbounded"),
+        "tool_use_behavior": ("run_llm_again", "stop_on_first_tool"),
+        "tool_not_found_behavior": ("raise_error", "return_error_to_model"),
+    }
     limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "Runner.run(max_turns=...)",
         "maxExecutions": "none: the Agents SDK has no execution budget",
@@ -87,6 +95,7 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
         from agents.items import ModelResponse, ToolCallItem, ToolCallOutputItem
         from agents.models.interface import Model
         from agents.run_config import ToolExecutionConfig
+        from agents.tool import default_tool_error_function
         from agents.usage import Usage
         from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
@@ -101,8 +110,10 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
             if i is None:
                 return
             cid = run.call(i).get("id")
-            if i in errors:
-                run.answer(i, error(cid, errors[i]))
+            if i in errors:  # the output: the text the failure_error_function gave the model
+                run.answer(i, shown(cid, errors[i], output))
+            elif run.call(i).get("name") not in run.tools:  # tool_not_found_behavior = return_error_to_model
+                run.answer(i, shown(cid, "UNKNOWN_TOOL", output))
             else:
                 try:
                     run.answer(i, ok(cid, json.loads(output)))
@@ -125,7 +136,10 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
 
         def read_run_data(exc: BaseException) -> None:
             """The outputs of the turn the run raised in (``AgentsException.run_data``)."""
-            data = getattr(exc, "run_data", None)
+            read_turn(getattr(exc, "run_data", None))
+
+        def read_turn(data: Any) -> None:
+            """The outputs of the run's last turn (its ``new_items``), which no model request showed."""
             if data is None or run.current < 0:
                 return
             prefix = f"fc_{run.rounds}_"
@@ -175,21 +189,25 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
             if i is not None:
                 errors[i] = run.failed_at.get(i) or ("INVALID_ARGUMENT" if isinstance(exc, ModelBehaviorError)
                                                      else "INTERNAL_ERROR")
-            return "error"
+            return default_tool_error_function(ctx, exc)  # what the SDK shows by default
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pydantic: the ABSENT default is not JSON serializable
             tools = [function_tool(self._body(run, name, schema), name_override=name, strict_mode=False,
                                    failure_error_function=None if abort else failure_fn)
                      for name, schema in run.tools.items()]
-        agent = Agent(name="loopspec", instructions=None, model=Scripted(), tools=tools)
+        agent = Agent(name="loopspec", instructions=None, model=Scripted(), tools=tools,
+                      tool_use_behavior=self.setting("tool_use_behavior"))  # type: ignore[arg-type]
         max_turns = limits.get("maxRounds")
-        config = RunConfig(tool_execution=ToolExecutionConfig(max_function_tool_concurrency=1))
+        concurrency = None if self.setting("concurrency") == "unbounded" else 1
+        config = RunConfig(tool_execution=ToolExecutionConfig(max_function_tool_concurrency=concurrency),
+                           tool_not_found_behavior=self.setting("tool_not_found_behavior"))  # type: ignore[arg-type]
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # pydantic: the ABSENT default is not JSON serializable
                 result = asyncio.run(Runner.run(agent, "go", context=run.principal, hooks=Started(), run_config=config,
                                                 max_turns=max_turns if max_turns is not None else 10**6))
+            read_turn(result)  # tool_use_behavior = stop_on_first_tool: the last turn's outputs end the run
             final = result.final_output
             run.final = final if isinstance(final, str) else json.dumps(final)
             return run.outcome("COMPLETED", "FINAL_ANSWER")

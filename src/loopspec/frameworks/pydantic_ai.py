@@ -34,8 +34,9 @@ import os
 import warnings
 from typing import Any, ClassVar
 
+from .._core import CODE_TABLE
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, error, given, ok, python_signature, reply_kind
+from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, reply_kind, shown
 
 Json = Any
 
@@ -51,6 +52,14 @@ class _Refused(Exception):
 class PydanticAIExecutor(FrameworkExecutor):
     framework = "pydantic-ai"
     name = "pydantic-ai"
+    #: parallel: ToolManager.parallel_execution_mode (sequential is the adapter's; pydantic-ai's default is
+    #: parallel); end_strategy: Agent(end_strategy=...); retries: the tool retry budget (0 in abort mode and
+    #: unlimited in continue mode, or 1 in every mode)
+    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "parallel": ("sequential", "parallel", "parallel_ordered_events"),
+        "end_strategy": ("graceful", "early", "exhaustive"),
+        "retries": ("by-mode", "1"),
+    }
     limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "UsageLimits.request_limit",
         "maxExecutions": "UsageLimits.tool_calls_limit (counts successful tool calls; checked for a whole response)",
@@ -117,10 +126,11 @@ class PydanticAIExecutor(FrameworkExecutor):
                 cid = run.call(i).get("id")
                 if p.outcome == "success":
                     run.answer(i, ok(cid, p.content))
-                elif p.outcome == "retried":
-                    run.answer(i, error(cid, "INVALID_ARGUMENT" if p.tool_name in run.tools else "UNKNOWN_TOOL"))
+                elif p.outcome == "retried":  # the content is pydantic-ai's own text (a validation report)
+                    run.answer(i, shown(cid, "INVALID_ARGUMENT" if p.tool_name in run.tools else "UNKNOWN_TOOL",
+                                        p.content))
                 else:
-                    run.answer(i, error(cid, run.failed_at.get(i, "INTERNAL_ERROR")))
+                    run.answer(i, shown(cid, run.failed_at.get(i, "INTERNAL_ERROR"), p.content))
 
         def model(messages: list[Any], info: AgentInfo) -> Any:
             if run.rounds > 0 and messages and isinstance(messages[-1], ModelRequest):
@@ -147,18 +157,19 @@ class PydanticAIExecutor(FrameworkExecutor):
 
         tools = []
         warnings.filterwarnings("ignore", message="Default value ABSENT")
+        retries = 1 if self.setting("retries") == "1" else 0 if abort else _BIG
         for name, schema in run.tools.items():
             tools.append(Tool(self._body(run, name, schema, index_of, abort, PaiToolFailed, RunContext),
-                              name=name, takes_ctx=True, max_retries=0 if abort else _BIG))
+                              name=name, takes_ctx=True, max_retries=retries))
         agent = Agent(FunctionModel(model), deps_type=str, tools=tools,
-                      retries={"tools": 0 if abort else _BIG, "output": _BIG},
+                      retries={"tools": retries, "output": _BIG}, end_strategy=self.setting("end_strategy"),
                       capabilities=[Hooks(after_tool_validate=validated)])
         usage = UsageLimits(request_limit=limits.get("maxRounds"), tool_calls_limit=limits.get("maxExecutions"))
 
         with warnings.catch_warnings(), capture_run_messages() as messages:
             warnings.simplefilter("ignore")
             try:
-                with ToolManager.parallel_execution_mode("sequential"):
+                with ToolManager.parallel_execution_mode(self.setting("parallel")):
                     result = asyncio.run(agent.run("go", deps=run.principal, usage_limits=usage))
                 run.final = result.output if isinstance(result.output, str) else json.dumps(result.output)
                 return run.outcome("COMPLETED", "FINAL_ANSWER")
@@ -218,7 +229,8 @@ class PydanticAIExecutor(FrameworkExecutor):
             except ToolFailed as exc:
                 if abort:
                     raise  # a plain exception: pydantic-ai ends the run
-                raise pai_failed(exc.category) from None  # a failed tool result the model sees
+                # a failed tool result the model sees, with the text the application chose: the code's safe message
+                raise pai_failed(CODE_TABLE[exc.category][3]) from None
 
         first = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ctx_type[str])]
         sig, ann = python_signature(schema, first)

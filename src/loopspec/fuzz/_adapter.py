@@ -20,13 +20,15 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from .. import _core as core
+from .._judge_loop import LOOP_RESULT_FIELDS
 from ._rpc import (
     INTERNAL,
     INVALID_PARAMS,
@@ -37,6 +39,7 @@ from ._rpc import (
     ProtocolFailure,
     RpcError,
 )
+from ._wire import WireError, decode_line
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -185,9 +188,51 @@ class ReferenceExecutor(Executor):
         return {"results": j["results"], "executed": j["executed"], "aborted": j["aborted"]}
 
     def loop_run(self, params: dict[str, Json], execute: ExecuteFn, model_next: ModelFn) -> dict[str, Json]:
-        from ._loop import reference_loop_run
-
         return reference_loop_run(self, params, execute, model_next)
+
+
+_LIMITS: Final = {"maxRounds": "max_rounds", "maxExecutions": "max_executions",
+                  "maxToolExecutions": "max_tool_executions", "maxRequests": "max_requests",
+                  "maxRetries": "max_retries", "deadline": "deadline"}
+
+
+def _limits(raw: Json) -> Any:
+    from .._core import Limits
+
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - set(_LIMITS):
+        raise RpcError(INVALID_PARAMS, f"limits must be an object with keys among {sorted(_LIMITS)}")
+    try:
+        return Limits(**{_LIMITS[k]: v for k, v in raw.items() if v is not None})
+    except (ValueError, TypeError) as exc:
+        raise RpcError(INVALID_PARAMS, str(exc)) from None
+
+
+def outcome_to_result(outcome: Any) -> dict[str, Json]:
+    """A loop.run result from an engine RunOutcome (the fields of LOOP_RESULT_FIELDS)."""
+    j = outcome.to_json()
+    values = {**j, "rounds": j["counters"]["modelRequests"]}
+    return {k: values[k] for k in LOOP_RESULT_FIELDS}
+
+
+def reference_loop_run(executor: ReferenceExecutor, params: dict[str, Json], execute: ExecuteFn,
+                       model_next: ModelFn) -> dict[str, Json]:
+    from .._engine import run_loop
+
+    tools = executor._tools(params.get("tools"), execute)
+
+    def model(turn: Any) -> Json:
+        return model_next(turn.round, list(turn.results))
+
+    try:
+        out = run_loop(model, tools=tools, limits=_limits(params.get("limits")), mode=params.get("mode"),
+                       on_limit=params.get("onLimit"), principal=params.get("principal", "anonymous"))
+    except (ValueError, TypeError) as exc:
+        raise RpcError(INVALID_PARAMS, str(exc)) from None
+    return outcome_to_result(out)
+
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,10 +262,17 @@ class Impl:
 
 
 def _roundtrip(value: Json, what: str) -> Json:
+    """``value`` through JSON text and the harness's own reader (the limits of spec/PROTOCOL.md)."""
     try:
-        return json.loads(json.dumps(value, allow_nan=False))
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise ProtocolFailure("P5", "not-json", f"{what} is not JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolFailure("P3", "too-deep", f"{what} is nested too deep to write as JSON") from None
+    try:
+        return decode_line(text.encode("utf-8", "surrogatepass"))
+    except WireError as exc:
+        raise ProtocolFailure("P3", exc.kind, f"{what}: {exc.detail}") from None
 
 
 class InProcessImpl(Impl):
@@ -245,15 +297,116 @@ class InProcessImpl(Impl):
             self.target.handle("shutdown", None, lambda m, p: None)
 
 
+class StderrLog:
+    """The implementation's stderr on disk, bounded: the first ``head`` bytes as they come, and the
+    last ``tail`` bytes kept in memory and written by :meth:`close` after a line saying how much was
+    left out. Opened without following a symlink at its path (one planted there is replaced)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, head: int = 256 * 1024, tail: int = 256 * 1024) -> None:
+        self.path = os.fspath(path)
+        self.head_limit, self.tail_limit = head, tail
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            self.fd = os.open(self.path, flags, 0o644)
+        except OSError:
+            if not os.path.islink(self.path):
+                raise
+            os.unlink(self.path)  # the link itself, never its target
+            self.fd = os.open(self.path, flags | os.O_EXCL, 0o644)
+        self.written = 0
+        self.omitted = 0
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_bytes = 0
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def write(self, chunk: bytes) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            room = self.head_limit - self.written
+            if room > 0:
+                part = chunk[:room]
+                with contextlib.suppress(OSError):
+                    os.write(self.fd, part)
+                self.written += len(part)
+                chunk = chunk[room:]
+            if not chunk:
+                return
+            self._tail.append(chunk)
+            self._tail_bytes += len(chunk)
+            while self._tail_bytes - len(self._tail[0]) >= self.tail_limit:
+                gone = self._tail.popleft()
+                self._tail_bytes -= len(gone)
+                self.omitted += len(gone)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            tail = b"".join(self._tail)
+            if len(tail) > self.tail_limit:
+                self.omitted += len(tail) - self.tail_limit
+                tail = tail[-self.tail_limit:]
+            with contextlib.suppress(OSError):
+                if self.omitted:
+                    os.write(self.fd, f"\n[loopspec: {self.omitted} bytes of stderr left out here]\n".encode())
+                if tail:
+                    os.write(self.fd, tail)
+            os.close(self.fd)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc; empty elsewhere)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def end_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the implementation's process group and every descendant still found under it."""
+    kids = _descendants(proc.pid) if proc.poll() is None else []
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for k in kids:
+        with contextlib.suppress(OSError):
+            os.kill(k, signal.SIGKILL)
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            proc.kill()
+
+
 class ProcessImpl(Impl):
-    def __init__(self, proc: subprocess.Popen[bytes], timeout: float | None, log: IO[bytes] | None) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], timeout: float | None, log: Any | None) -> None:
         self.proc = proc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._tail: collections.deque[bytes] = collections.deque(maxlen=64)
         self._log = log
         self._drain = threading.Thread(target=self._drain_stderr, daemon=True, name="loopspec-impl-stderr")
         self._drain.start()
-        self.channel = Channel(proc.stdout.fileno(), proc.stdin.fileno(), timeout=timeout, on_eof=self._evidence)
+        self.exit_fd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self.exit_fd = os.pidfd_open(proc.pid)
+        self.channel = Channel(proc.stdout.fileno(), proc.stdin.fileno(), timeout=timeout, on_eof=self._evidence,
+                               exit_fd=self.exit_fd)
         self.peer = Peer(self.channel, strict=True)
         self.info = {}
         self.healthy = True
@@ -263,18 +416,15 @@ class ProcessImpl(Impl):
         fd = self.proc.stderr.fileno()
         while True:
             try:
-                chunk = os.read(fd, 4096)
+                chunk = os.read(fd, 1 << 16)
             except OSError:
                 return
             if not chunk:
                 return
-            self._tail.append(chunk)
+            self._tail.append(chunk[-1024:])
             if self._log is not None:
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     self._log.write(chunk)
-                    self._log.flush()
-                except (OSError, ValueError):
-                    pass
 
     def stderr_tail(self, limit: int = 600) -> str:
         text = b"".join(self._tail).decode("utf-8", errors="replace").strip()
@@ -302,10 +452,18 @@ class ProcessImpl(Impl):
         except ProtocolFailure:
             self.healthy = False
             raise
+        except BaseException:  # Ctrl-C in the middle of an exchange: the process state is unknown
+            self.healthy = False
+            raise
+
+    def stray(self, wait: float = 0.0) -> bool:
+        """Did the implementation send something after its last answer, unasked (or does it within
+        ``wait`` seconds)?"""
+        return self.channel.pending(wait)
 
     def close(self) -> None:
         """Ask for a clean shutdown (briefly), close the pipes and leave the exit to the reaper."""
-        if self.proc.poll() is None:
+        if self.proc.poll() is None and self.healthy:
             self.channel.timeout = 1.0
             with contextlib.suppress(RpcError, ProtocolFailure):
                 self.peer.request("shutdown", None, lambda m, p: None)
@@ -313,9 +471,8 @@ class ProcessImpl(Impl):
         REAPER.add(self.proc)
 
     def kill(self) -> None:
-        """End the process now (after a hang or a protocol failure)."""
-        if self.proc.poll() is None:
-            self.proc.kill()
+        """End the process group now (after a hang or a protocol failure)."""
+        end_group(self.proc)
         self._close_pipes()
         REAPER.add(self.proc)
 
@@ -324,10 +481,15 @@ class ProcessImpl(Impl):
             with contextlib.suppress(OSError):
                 if f is not None:
                     f.close()
+        if self.exit_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.exit_fd)
+            self.exit_fd = self.channel.exit_fd = None
 
 
 class _Reaper:
-    """Processes that were asked to exit: collected without blocking, killed if they linger."""
+    """Processes that were asked to exit: collected without blocking; their process group is ended
+    once the leader is gone (children it left behind), or at once when they linger."""
 
     def __init__(self) -> None:
         self.procs: list[tuple[subprocess.Popen[bytes], float]] = []
@@ -340,8 +502,8 @@ class _Reaper:
         now = time.monotonic()
         keep = []
         for proc, since in self.procs:
-            if proc.poll() is None and now - since > linger:
-                proc.kill()
+            if proc.poll() is not None or now - since > linger:
+                end_group(proc)
             if proc.poll() is None:
                 keep.append((proc, since))
             elif proc.stderr is not None:
@@ -354,7 +516,7 @@ class _Reaper:
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                end_group(proc)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=timeout)
         self.poll(linger=0.0)
@@ -374,7 +536,7 @@ class ImplFactory:
     factory gives a fresh object each time; an object is reused.
     """
 
-    def __init__(self, target: Target, *, timeout: float | None = 10.0, stderr_log: IO[bytes] | None = None,
+    def __init__(self, target: Target, *, timeout: float | None = 10.0, stderr_log: Any | None = None,
                  warm: bool = True, cwd: str | None = None, env: Mapping[str, str] | None = None,
                  label: str | None = None) -> None:
         self.target = target
@@ -419,6 +581,10 @@ class ImplFactory:
         if self.label is not None:
             return self.label
         t = self.target
+        cls = t if isinstance(t, type) or (callable(t) and hasattr(t, "__qualname__")) else type(t)
+        module, name = getattr(cls, "__module__", None), getattr(cls, "__qualname__", "")
+        if module and module != "__main__" and "<" not in name:
+            return f"{module}:{name}"  # --impl module:attr reruns it (loopspec replay, the CLI)
         return f"in-process {getattr(t, '__name__', type(t).__name__)}"
 
     def _spawn(self) -> subprocess.Popen[bytes]:
@@ -426,7 +592,7 @@ class ImplFactory:
         try:
             proc = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
-                cwd=self.cwd, env=self.env,
+                cwd=self.cwd, env=self.env, start_new_session=True,  # its own process group, ended with it
             )
         except OSError as exc:
             raise StartError(f"cannot start {shlex.join(self.argv)}: {exc.strerror or exc}") from None
@@ -521,25 +687,29 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
                 f.close()
         except OSError:
             pass
-    if proc.poll() is None:
-        proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=2.0)
+    end_group(proc)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=2.0)
 
 
 def serve_stdio(executor: InProcess, rfd: int = 0, wfd: int = 1) -> None:
-    """Run ``executor`` as an adapter process on the given descriptors until shutdown / EOF."""
-    peer = Peer(Channel(rfd, wfd), strict=False)
+    """Run ``executor`` as an adapter process on the given descriptors until shutdown / EOF (the
+    JSON-RPC server is :class:`loopspec._serve.Server`)."""
+    from .._serve import RemoteError, Server
 
-    def handler(method: str, params: Json) -> Json:
+    def translate(exc: BaseException) -> tuple[int, str, Json]:
+        if isinstance(exc, RpcError):
+            return exc.code, exc.message, exc.data
+        if isinstance(exc, ProtocolFailure):
+            return INTERNAL, f"the harness broke the protocol: {exc}", None
+        return INTERNAL, f"internal error: {type(exc).__name__}", None  # never a traceback on the wire
+
+    def call(method: str, params: Json) -> Json:
         try:
-            return executor.handle(method, params, lambda m, p: peer.request(m, p, handler))
-        except RpcError:
-            raise
-        except ProtocolFailure as f:
-            raise RpcError(INTERNAL, f"the harness broke the protocol: {f}") from None
-        except Exception as exc:  # never a traceback on the wire
-            raise RpcError(INTERNAL, f"internal error: {type(exc).__name__}") from None
+            return server.call(method, params)
+        except RemoteError as err:
+            raise RpcError(err.code if err.code.__class__ is int else INTERNAL, str(err.message), err.data) from None
 
-    peer.serve(handler)
-
+    server = Server(lambda method, params, _call: executor.handle(method, params, call), rfd, wfd,
+                    translate=translate)
+    server.serve()

@@ -8,7 +8,6 @@ from the strict spec when no profile is given), each with its shrunk counterexam
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
@@ -17,12 +16,12 @@ from typing import Any
 from .._judge import judge
 from .._profiles import params_for
 from .._spec import load_rules, load_spec
-from .._text import write_atomic
-from ._campaign import CampaignResult, Finding
+from .._text import compact, write_atomic
+from ._model import CampaignResult, Finding, json_text, step_calls
 
 Json = Any
 
-__all__ = ["REPORT_FORMAT", "render_report", "report_data", "write_report"]
+__all__ = ["REPORT_FORMAT", "render_finding", "render_report", "replay_command", "report_data", "write_report"]
 
 REPORT_FORMAT = "loopspec-conformance-report/1"
 
@@ -49,12 +48,19 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
     rules = [r.id for r in load_rules()]
     deviations = {f.rule: f for f in result.findings}
     choices: dict[str, tuple[Finding, list[str]]] = {}
+    unpromised: dict[str, list[str]] = {}  # rule -> the observed choices that alone explain its finding
     if profile is not None and strict is not None:
+        promised = {c.parameter for c in spec.profile(profile).choices if c.promised}
         for f in strict.findings:
             if f.rule in deviations:
                 continue
             if judge(f.traces[-1], profile=profile).ok:
-                choices[f.rule] = (f, _explained_by(f, profile))
+                params = _explained_by(f, profile)
+                if any(pid in promised for pid in params):
+                    choices[f.rule] = (f, [pid for pid in params if pid in promised])
+                else:  # P-EVIDENCE: only what nothing promises explains it: a deviation
+                    deviations[f.rule] = f
+                    unpromised[f.rule] = params
             else:  # the strict campaign's counterexample deviates from the profile too
                 deviations[f.rule] = f
     unwitnessed: dict[str, list[str]] = {}
@@ -68,6 +74,8 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
             entry = {"rule": rid, "status": "deviates", **_finding_json(deviations[rid], out,
                                                                         "" if deviations[rid] in result.findings
                                                                         else "strict")}
+            if rid in unpromised:  # conforms to the profile only through choices nothing documents
+                entry["observedOnly"] = unpromised[rid]
         elif rid in choices:
             f, params = choices[rid]
             entry = {"rule": rid, "status": "design-choice", "parameters": params, **_finding_json(f, out, "strict")}
@@ -80,7 +88,8 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
     return {
         "format": REPORT_FORMAT, "date": date.today().isoformat(), "impl": impl, "implInfo": dict(info),
         "mode": mode, "profile": profile or "strict",
-        "profileChoices": [{"parameter": c.parameter, "value": c.value, "source": c.source, "note": c.note}
+        "profileChoices": [{"parameter": c.parameter, "value": c.value, "evidence": c.evidence, "source": c.source,
+                            "quote": c.quote, "shipped": c.shipped, "function": c.function, "note": c.note}
                            for c in prof.choices] if prof else [],
         "seed": result.seed, "stats": result.stats, "strictStats": strict.stats if strict else None,
         "rules": per_rule,
@@ -88,6 +97,20 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
 
 
 _STATUS = {"conforms": "conforms", "design-choice": "design choice", "deviates": "**deviates**"}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def evidence_text(c: Mapping[str, Json]) -> str:
+    """A choice's evidence in one table cell: the quote with its link, the source line with its function."""
+    if c.get("evidence") == "documented":
+        return f"documented: “{_cell(c['quote'])}” ([docs]({c['source']}))"
+    if c.get("evidence") == "source":
+        return (f"source: `{c['shipped']}`, `{c['function']}`: `{_cell(c['quote'])}` "
+                f"([source]({c['source']}))")
+    return "**observed** (nothing documents it)"
 
 
 def render_report(data: Mapping[str, Json]) -> str:
@@ -107,10 +130,14 @@ def render_report(data: Mapping[str, Json]) -> str:
         "",
     ]
     if data["profileChoices"]:
-        lines += ["## The profile's documented choices", "", "| parameter | value | meaning | source |", "|---|---|---|---|"]
+        lines += ["## The profile's choices and their evidence", "",
+                  "Evidence: **documented** quotes the framework's documentation, **source** a line of its "
+                  "installed source, both checked against the pinned version; **observed**: nothing says it, "
+                  "only the runs show it (a finding explained only by such a choice is a deviation).", "",
+                  "| parameter | value | meaning | evidence |", "|---|---|---|---|"]
         for c in data["profileChoices"]:
             meaning = spec.parameter(c["parameter"]).meaning[c["value"]]
-            lines.append(f"| `{c['parameter']}` | `{c['value']}` | {meaning} {c['note']} | [{'source' if 'github.com/' in c['source'] else 'docs'}]({c['source']}) |")
+            lines.append(f"| `{c['parameter']}` | `{c['value']}` | {meaning} {c['note']} | {evidence_text(c)} |")
         lines.append("")
     counts = {s: sum(1 for r in data["rules"] if r["status"] == s) for s in _STATUS}
     lines += ["## Per rule", "",
@@ -125,6 +152,10 @@ def render_report(data: Mapping[str, Json]) -> str:
             extra = (" — no campaign met a case where its profile's "
                      + ", ".join(f"`{p}`" for p in r["profileDiffersUnwitnessed"])
                      + " differs from the strict default")
+        elif r["status"] == "deviates" and r.get("observedOnly"):
+            extra = (f" — {r['kind']}: explained only by the observed (undocumented) choice "
+                     + ", ".join(f"`{p}`" for p in r["observedOnly"]) if r["observedOnly"] else
+                     f" — {r['kind']}: explained only by a combination of choices nothing documents")
         elif r["status"] == "deviates":
             extra = (f" — {r['kind']}: deviates from its documented profile" if prof != "strict"
                      else f" — {r['kind']}")
@@ -148,6 +179,100 @@ def render_report(data: Mapping[str, Json]) -> str:
 def write_report(path: str | Path, **kw: Any) -> list[str]:
     data = report_data(**kw)
     p = Path(path)
-    write_atomic(p.with_suffix(".json"), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(p.with_suffix(".json"), json_text(data))
     write_atomic(p, render_report(data) + "\n")
     return [str(p), str(p.with_suffix(".json"))]
+
+
+# --------------------------------------------------------------------------------------------
+# One finding, readable
+# --------------------------------------------------------------------------------------------
+
+
+def replay_command(case_path: str, impl: str) -> str:
+    """The command that reruns a case: ``impl`` is a command line, a framework name or a
+    ``module:attr`` entry point (resolved from the current directory, like ``python -m pytest``)."""
+    import shlex
+
+    return f"loopspec replay {shlex.quote(case_path)} --impl {shlex.quote(impl)}"
+
+
+def _rule_title(rule_id: str) -> str:
+    if rule_id.startswith("P"):
+        from .._judge import PROTOCOL_CODES
+
+        return f"adapter protocol: {PROTOCOL_CODES.get(rule_id, '')}"
+    try:
+        for r in load_rules():
+            if r.id == rule_id:
+                return f"{r.strength} {r.title}"
+    except Exception:
+        pass
+    return ""
+
+
+def render_finding(f: Finding, impl: str, case_path: str, provisional: bool = False, *,
+                   replay_impl: str | None = None) -> str:
+    v = f.verdict.violation
+    assert v is not None
+    spec = load_spec()
+    lines = [
+        f"loopspec fuzz: divergence {v.rule} ({v.kind})" + (f", invariant {v.invariant}" if v.invariant else ""),
+        f"rule:           {v.rule} {_rule_title(v.rule)}",
+    ]
+    if v.transition:
+        t = spec.transition(v.transition)
+        lines.append(f"transition:     {t.id} {t.name} ({', '.join(t.sources)} → {t.dest})")
+    lines += [
+        f"implementation: {impl}",
+        f"case:           {f.calls} call(s) in {len(f.steps)} step(s)"
+        + (" (shrunk)" if f.shrunk else " (provisional: shrinking was still running)" if provisional else ""),
+        f"replay:         {replay_command(case_path, replay_impl or impl)}",
+    ]
+    if f.reproduced is False:
+        lines.append("note:           this divergence did NOT reproduce when the case was replayed in a fresh "
+                     "process (P7): the implementation is nondeterministic or keeps state between runs")
+    lines.append("")
+    if len(f.steps) > 1:
+        lines.append(f"Before the failing step, the same process answered {len(f.steps) - 1} step(s) correctly:")
+        for i, s in enumerate(f.steps[:-1]):
+            lines.append(f"  step {i + 1}: {_step_summary(s)}")
+        lines.append("")
+    lines.append(v.explanation)
+    lines.append("")
+    exp = f.verdict.expected
+    if exp:
+        lines.append("What the spec requires (reference run, fed the same tool outcomes):")
+        for k in ("results", "executed", "aborted", "status", "stopReason"):
+            if k in exp:
+                lines.append(f"  {k}: {compact(exp[k], 200)}")
+    lines.append("The divergence:")
+    lines.append(f"  the spec:           {compact(v.expected, 200)}")
+    lines.append(f"  the implementation: {compact(v.observed, 200)}")
+    lines.append("What the implementation did:")
+    obs = f.verdict.observed
+    if obs.get("executions") is not None:
+        lines.append(f"  executions seen by the harness: {len(obs['executions'])}")
+        for k, e in enumerate(obs["executions"], start=1):
+            lines.append(f"    {k}. request #{e.get('request')}: {compact(e.get('callId'), 14)} {e.get('name')}"
+                         f"({compact(e.get('arguments'), 40)}) principal={compact(e.get('principal'), 16)} → "
+                         f"{compact(e.get('outcome'), 50)}")
+    if obs.get("response") is not None:
+        lines.append(f"  response: {compact(obs['response'], 300)}")
+    if obs.get("protocolError") is not None:
+        pe = obs["protocolError"]
+        lines.append(f"  protocol error: {pe.get('code')} {pe.get('kind')}: {pe.get('detail')}")
+    if v.invariants:
+        lines.append(f"  invariants violated by the observed behaviour: {', '.join(v.invariants)}")
+    return "\n".join(lines) + "\n"
+
+
+def _step_summary(step: Mapping[str, Json]) -> str:
+    cfg = step.get("config", {})
+    if step.get("kind", "batch") == "batch":
+        calls = step.get("calls", [])
+        return (f"batch.run budget={cfg.get('budget')} mode={cfg.get('mode')} with {len(calls)} call(s): "
+                + "; ".join(compact(c, 50) for c in calls[:6]))
+    lim = {k: v for k, v in cfg.get("limits", {}).items() if v is not None}
+    return (f"loop.run {compact(lim, 80)} mode={cfg.get('mode')} onLimit={cfg.get('onLimit')} with a "
+            f"{len(step.get('model', []))}-round model script ({step_calls(step)} call(s))")

@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from ._wire import MAX_LINE, WireError, decode_line
+
 __all__ = ["Channel", "Peer", "ProtocolFailure", "RpcError"]
 
 Json = Any
 
 JSONRPC: Final = "2.0"
-MAX_LINE: Final = 16 * 1024 * 1024
 
 # JSON-RPC 2.0 error codes
 PARSE_ERROR: Final = -32700
@@ -61,23 +62,56 @@ class ProtocolFailure(Exception):
         return {"type": "protocol-error", "code": self.code, "kind": self.kind, "detail": self.detail}
 
 
+def show(value: Json, limit: int = 120) -> str:
+    """``value`` as compact JSON text cut to ``limit`` characters (never raises)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)[: limit + 1]
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _excerpt(raw: bytes, limit: int = 120) -> str:
-    text = raw.decode("utf-8", errors="replace")
+    text = raw[: limit * 4].decode("utf-8", errors="replace")
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
+#: Unsolicited traffic tolerated while one request is outstanding (notifications and blank lines):
+#: past either bound the implementation is flooding the pipe, a P4 finding (spec/PROTOCOL.md, Limits).
+MAX_UNSOLICITED: Final = 1000
+MAX_UNSOLICITED_BYTES: Final = 1024 * 1024
+#: Requests the other side may send while one of ours is outstanding (the harness's recorders
+#: bound tool.execute and model.next more tightly, by what the step can legitimately need).
+MAX_NESTED_REQUESTS: Final = 10_000
+#: Bytes the other side may send while one of our requests is outstanding (its messages are kept
+#: as evidence, so this bounds the memory one step can take).
+MAX_BYTES_PER_REQUEST: Final = 64 * 1024 * 1024
+#: After the process exited, how long to wait for the rest of its output before naming the cause.
+EXIT_GRACE: Final = 0.3
+
+
 class Channel:
-    """One JSON value per line over raw file descriptors, with an optional inactivity timeout."""
+    """One JSON value per line over raw file descriptors.
+
+    ``receive(deadline)`` waits until an absolute ``time.monotonic()`` deadline: the time a request
+    may take is measured from when it was sent, whatever arrives meanwhile. ``exit_fd`` (a pidfd)
+    lets a wait notice that the process itself exited while something else holds its pipes open.
+    """
 
     def __init__(self, rfd: int, wfd: int, *, timeout: float | None = None,
-                 on_eof: Callable[[], str] | None = None) -> None:
+                 on_eof: Callable[[], str] | None = None, exit_fd: int | None = None) -> None:
         self.rfd, self.wfd = rfd, wfd
         self.timeout = timeout
         self.on_eof = on_eof  # extra evidence for a P1 (e.g. the process's exit code and stderr tail)
+        self.exit_fd = exit_fd
+        self._exited = False
         self._buf = bytearray()
         self._start = 0
         self.sent = 0
         self.received = 0
+        self.bytes_in = 0  # bytes of the messages received
+        self.blank_lines = 0  # blank lines received since reset_unsolicited()
+        self.blank_bytes = 0
         self.tap: Callable[[str, Json], None] | None = None  # sees every message: ("out" | "in", message)
 
     def send(self, message: Json) -> None:
@@ -97,43 +131,83 @@ class Channel:
         extra = self.on_eof() if self.on_eof is not None else ""
         return what + (f"; {extra}" if extra else "")
 
-    def receive(self) -> Json:
-        """The next message. Blank lines are skipped."""
+    def deadline(self) -> float | None:
+        """The deadline of a request sent now (None: wait for ever)."""
+        return None if self.timeout is None else time.monotonic() + self.timeout
+
+    def _line(self) -> bytes | None:
+        """The next complete line in the buffer (blank ones skipped and counted), or None."""
         while True:
             nl = self._buf.find(b"\n", self._start)
-            if nl >= 0:
-                line = bytes(self._buf[self._start:nl])
-                self._start = nl + 1
-                if self._start > 65536:
-                    del self._buf[: self._start]
-                    self._start = 0
-                if not line.strip():
-                    continue
+            if nl < 0:
+                return None
+            line = bytes(self._buf[self._start:nl])
+            self._start = nl + 1
+            if self._start > 65536:
+                del self._buf[: self._start]
+                self._start = 0
+            if line.strip():
+                return line
+            self.blank_lines += 1
+            self.blank_bytes += len(line) + 1
+
+    def receive(self, deadline: float | None = None, *, what: str = "a message") -> Json:
+        """The next message (blank lines are skipped), waiting until ``deadline`` at most."""
+        while True:
+            line = self._line()
+            if line is not None:
                 self.received += 1
+                self.bytes_in += len(line)
                 try:
-                    msg = json.loads(line)
-                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-                    raise ProtocolFailure("P3", "malformed-json", f"a line that is not JSON: {_excerpt(line)}") from None
+                    msg = decode_line(line)
+                except WireError as exc:
+                    raise ProtocolFailure("P3", exc.kind, exc.detail) from None
                 if self.tap is not None:
                     self.tap("in", msg)
                 return msg
             if len(self._buf) - self._start > MAX_LINE:
                 raise ProtocolFailure("P3", "line-too-long", f"a line longer than {MAX_LINE} bytes")
-            self._fill()
+            if self.blank_lines > MAX_UNSOLICITED or self.blank_bytes > MAX_UNSOLICITED_BYTES:
+                raise ProtocolFailure("P4", "unsolicited-traffic",
+                                      f"{self.blank_lines} blank lines ({self.blank_bytes} bytes) while waiting for "
+                                      f"{what}")
+            self._fill(deadline, what)
 
-    def _fill(self) -> None:
-        if self.timeout is not None:
-            deadline = time.monotonic() + self.timeout
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ProtocolFailure("P2", "timeout", f"no message within {self.timeout:g} s")
-                try:
-                    ready, _, _ = select.select([self.rfd], [], [], left)
-                except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-                    continue
-                if ready:
-                    break
+    def pending(self, wait: float = 0.0) -> bool:
+        """Has something arrived that nobody asked for yet (a complete line, or bytes ready to read),
+        or does it arrive within ``wait`` seconds?"""
+        if bytes(self._buf[self._start:]).strip():
+            return True
+        try:
+            ready, _, _ = select.select([self.rfd], [], [], wait)
+        except (OSError, ValueError):
+            return False
+        return bool(ready)
+
+    def _fill(self, deadline: float | None, what: str) -> None:
+        grace: float | None = None
+        while True:
+            now = time.monotonic()
+            limit = deadline if grace is None else (grace if deadline is None else min(deadline, grace))
+            left = None if limit is None else limit - now
+            if left is not None and left <= 0:
+                if grace is not None and (deadline is None or grace <= deadline):
+                    raise ProtocolFailure("P1", "exited", self._eof_detail(
+                        "the process exited, but its stdout is still open (a process it started holds it)"))
+                raise ProtocolFailure("P2", "timeout", f"no answer to {what} within {self.timeout:g} s of sending it"
+                                      if self.timeout is not None else f"no answer to {what}")
+            fds = [self.rfd]
+            if self.exit_fd is not None and not self._exited:
+                fds.append(self.exit_fd)
+            try:
+                ready, _, _ = select.select(fds, [], [], left)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                continue
+            if self.rfd in ready:
+                break
+            if self.exit_fd is not None and self.exit_fd in ready:
+                self._exited = True
+                grace = time.monotonic() + EXIT_GRACE
         try:
             chunk = os.read(self.rfd, 1 << 16)
         except OSError as exc:
@@ -161,32 +235,54 @@ class Peer:
     def request(self, method: str, params: Json, handler: Handler | None = None) -> Json:
         """Send a request; serve incoming requests until its response arrives; return its result.
 
+        The request has a deadline from when it was sent (the channel's timeout): requests served
+        and messages received meanwhile do not extend it. Notifications and blank lines meanwhile
+        are bounded (MAX_UNSOLICITED, MAX_UNSOLICITED_BYTES), and so are nested requests.
         Raises :class:`RpcError` for an error response, :class:`ProtocolFailure` for anything else
         that goes wrong.
         """
         self._next_id += 1
         rid = self._next_id
-        self.channel.send({"jsonrpc": JSONRPC, "id": rid, "method": method, "params": params})
+        ch = self.channel
+        ch.send({"jsonrpc": JSONRPC, "id": rid, "method": method, "params": params})
+        deadline = ch.deadline()
         h = handler or self.handler
+        ch.blank_lines = ch.blank_bytes = 0
+        notes = note_bytes = nested = 0
+        what = f"{method} (id {rid})"
+        start_bytes = ch.bytes_in
         while True:
-            msg = self.channel.receive()
+            msg = ch.receive(deadline, what=what)
+            if ch.bytes_in - start_bytes > MAX_BYTES_PER_REQUEST:
+                raise ProtocolFailure("P4", "flood", f"more than {MAX_BYTES_PER_REQUEST} bytes of messages while "
+                                                     f"waiting for the answer to {what}")
             kind = self._classify(msg)
             if kind == "request":
+                nested += 1
+                if nested > MAX_NESTED_REQUESTS:
+                    raise ProtocolFailure("P4", "flood", f"more than {MAX_NESTED_REQUESTS} requests while waiting "
+                                                         f"for the answer to {what}")
                 self._answer(msg, h)
             elif kind == "notification":
-                continue
+                notes += 1
+                note_bytes += len(show(msg, 1 << 20))
+                if notes > MAX_UNSOLICITED or note_bytes > MAX_UNSOLICITED_BYTES:
+                    raise ProtocolFailure("P4", "unsolicited-traffic",
+                                          f"{notes} notifications ({note_bytes} bytes) while waiting for the answer "
+                                          f"to {what}; the last: {show(msg)}")
             else:
                 if msg.get("id") != rid:
                     if self.strict:
                         raise ProtocolFailure("P4", "wrong-id",
-                                              f"a response with id {json.dumps(msg.get('id'))} while waiting for "
-                                              f"the response to {method} (id {rid})")
+                                              f"a response with id {show(msg.get('id'), 40)} while waiting for "
+                                              f"the response to {what}")
                     continue
                 if "error" in msg:
                     err = msg["error"]
-                    if not isinstance(err, dict) or not isinstance(err.get("code"), int):
-                        raise ProtocolFailure("P3", "bad-envelope", f"a malformed error object: {json.dumps(err)[:120]}")
-                    raise RpcError(err["code"], str(err.get("message", "")), err.get("data"))
+                    if not isinstance(err, dict) or not isinstance(err.get("code"), int) or isinstance(
+                            err.get("code"), bool):
+                        raise ProtocolFailure("P3", "bad-envelope", f"a malformed error object: {show(err)}")
+                    raise RpcError(err["code"], str(err.get("message", ""))[:2000], err.get("data"))
                 return msg["result"]
 
     def notify(self, method: str, params: Json) -> None:
@@ -194,14 +290,14 @@ class Peer:
 
     def _classify(self, msg: Json) -> str:
         if not isinstance(msg, dict) or msg.get("jsonrpc") != JSONRPC:
-            raise ProtocolFailure("P3", "not-jsonrpc", f"not a JSON-RPC 2.0 message: {json.dumps(msg)[:120]}")
+            raise ProtocolFailure("P3", "not-jsonrpc", f"not a JSON-RPC 2.0 message: {show(msg)}")
         if "method" in msg:
             if not isinstance(msg["method"], str):
-                raise ProtocolFailure("P3", "not-jsonrpc", f"a method that is not a string: {json.dumps(msg)[:120]}")
+                raise ProtocolFailure("P3", "not-jsonrpc", f"a method that is not a string: {show(msg)}")
             return "request" if "id" in msg else "notification"
         if "id" in msg and (("result" in msg) != ("error" in msg)):
             return "response"
-        raise ProtocolFailure("P3", "not-jsonrpc", f"neither a request nor a response: {json.dumps(msg)[:120]}")
+        raise ProtocolFailure("P3", "not-jsonrpc", f"neither a request nor a response: {show(msg)}")
 
     def _answer(self, msg: dict[str, Json], handler: Handler | None) -> None:
         rid = msg["id"]
@@ -221,6 +317,7 @@ class Peer:
         """Answer requests until ``shutdown`` (answered, then return) or end of input."""
         h = handler or self.handler
         while not self.closed:
+            self.channel.blank_lines = self.channel.blank_bytes = 0
             try:
                 msg = self.channel.receive()
             except ProtocolFailure as f:

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from .._spec import default_spec_path
@@ -30,9 +31,14 @@ _TYPES = {
 }
 
 
-@lru_cache(maxsize=1)
 def _ledger_schema() -> dict[str, Json]:
-    path = default_spec_path().parent / "schema" / "ledger-event.schema.json"
+    # next to the default spec (the shipped one, or the one chosen with --spec)
+    return _ledger_schema_at(default_spec_path())
+
+
+@lru_cache(maxsize=4)
+def _ledger_schema_at(spec_path: Path) -> dict[str, Json]:
+    path = spec_path.parent / "schema" / "ledger-event.schema.json"
     with path.open(encoding="utf-8") as fh:
         doc: dict[str, Json] = json.load(fh)
     return {s["title"]: s for s in doc["oneOf"]}

@@ -1,10 +1,12 @@
 """Reading inputs: lines of a file (bounded length), and the ledger loop that demultiplexes runs.
 
 Memory: the file is read line by line (a line longer than ``max_line`` bytes is skipped without
-being held), each open run keeps one :class:`~._ledger.RunChecker`, and a finished run leaves only a
-:class:`~._ledger.Finished` note (to judge a late result and to tell an event after the terminal one
-from a new run) — so memory grows with the number of *open* runs, plus a few dozen bytes per
-finished run id, never with the number of events.
+being held; its first 4 KiB are kept to tell whose line it was), each open run keeps one
+:class:`~._ledger.RunChecker`, and a finished run leaves only a :class:`~._ledger.Finished` note
+(to judge a late result and to tell an event after the terminal one from a new run; a run that did
+not conform shares one note) — so memory grows with the number of *open* runs and their distinct
+call ids, plus the run id and a small note per finished run, never with the number of events or of
+bad lines.
 """
 
 from __future__ import annotations
@@ -13,18 +15,24 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Final
+from zlib import crc32
 
+from .. import _safejson
 from .._spec import Spec
 from . import _json
 from ._classify import after_terminal_divergence
-from ._ledger import Divergence, Finished, RunChecker, RunInputError
+from ._ledger import GAVE_UP, Divergence, Finished, RunChecker, RunInputError
 from ._records import InputError, RunRecord, conforming_record, unreadable_record, violation_record
 from ._tables import EVENT_TYPES, tables_for
 
 Json = Any
 
-#: Default longest line read (bytes); longer lines are skipped with an error naming the line.
-DEFAULT_MAX_LINE: Final = 16 * 1024 * 1024
+#: Default longest line read (bytes); longer lines are skipped with an error naming the line. The same
+#: limit bounds a transcript or trace file that is one JSON document.
+DEFAULT_MAX_LINE: Final = _safejson.MAX_BYTES
+
+#: How much of an over-long line is kept to tell which run it belongs to.
+HEAD: Final = 4096
 
 _RUN_RE: Final = re.compile(rb'"run"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
 
@@ -35,25 +43,43 @@ class Options:
     allow_incomplete: bool = False
     validate: bool = False  # validate every event against the ledger JSON Schema (slow)
 
+    @property
+    def limits(self) -> _safejson.Limits:
+        """The loader's limits for these options (``max_line`` bounds a line and a whole document)."""
+        return _safejson.Limits(max_bytes=self.max_line, flag="--max-line-bytes")
+
 
 DEFAULT_OPTIONS: Final = Options()
 
 
 def read_lines(fh: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes | None, str | None]]:
     """(line number, the line or None, an error or None), reading at most ``max_line`` bytes at once."""
-    n = 0
-    readline = fh.readline
-    while True:
-        line = readline(max_line + 1)
-        if not line:
-            return
-        n += 1
-        if len(line) > max_line:
-            while line and not line.endswith(b"\n"):
-                line = readline(1 << 20)
-            yield n, None, f"line longer than {max_line} bytes (the limit, --max-line-bytes): skipped"
-            continue
-        yield n, line, None
+    lim = Options(max_line=max_line).limits
+    for n, raw, err, _head in _safejson.iter_lines(fh, limits=lim):
+        yield n, raw, err
+
+
+#: How the engine writes every ledger line: the run id follows at a fixed offset (the top-level key).
+_FAST_PREFIX: Final = b'{"v":1,"run":"'
+
+
+def route_key(raw: bytes) -> bytes:
+    """The run id a raw line names, as UTF-8 (what ``--jobs`` routes by): the first ``"run": "…"`` in
+    the line's first 4096 bytes, as :func:`_guess_run` reads it for a line that cannot be read; b"" when
+    there is none."""
+    m = _RUN_RE.search(raw[:HEAD])
+    if m is None:
+        return b""
+    key = m.group(1)
+    if b"\\" in key:
+        v = _guess_run(raw)
+        return v.encode("utf-8", "surrogatepass") if v is not None else key
+    return key
+
+
+def run_owner(run: str, ways: int) -> int:
+    """Which of ``ways`` processes owns a run (a hash that every process computes alike)."""
+    return crc32(run.encode("utf-8", "surrogatepass")) % ways
 
 
 def _guess_run(raw: bytes) -> str | None:
@@ -77,18 +103,32 @@ class LedgerStream:
         self.open: dict[str, RunChecker] = {}
         self.finished: dict[str, Finished] = {}
         self.events = 0
-        self.errors: list[InputError] = []
+        self.error_count = 0
+        self.lost_line = 0  # the last line that could not be read and could not be given to a run
+        # --jobs on one file (see run's split and _split)
+        self.split: tuple[int, int] | None = None
+        self.misrouted_at = 0  # the first line whose scanned run id is not the one the parser read
+        self.at_eof = False
+        self.line = 0  # the line the latest item was yielded at
 
     def _error(self, line: int | None, message: str) -> InputError:
-        e = InputError(self.file, line, message)
-        self.errors.append(e)
-        return e
+        self.error_count += 1
+        return InputError(self.file, line, message)
 
-    def run(self, fh: IO[bytes], first_line: int = 1) -> Iterator[RunRecord | InputError]:
+    def run(self, fh: IO[bytes], first_line: int = 1, split: tuple[int, int] | None = None
+            ) -> Iterator[RunRecord | InputError]:
         """Check every event read from ``fh`` (numbering lines from ``first_line``), then close the
         runs left open. The loop is the hot path: one readline, one parse, one dict lookup and the
-        run's ``feed`` per event."""
-        loads = _json.loads_fast
+        run's ``feed`` per event.
+
+        ``split = (me, ways)`` (``--jobs`` on one file, see ``_split``): check only the lines of the runs
+        this process owns — a cheap scan reads the run id from the raw line (the ledger writer's fixed
+        prefix, else the first ``"run": "…"`` as an unreadable line is attributed) and a hash of it
+        picks the owner; every line is still numbered. The runs left open are not closed (the caller
+        calls :meth:`close` once it knows every process's ``lost_line``), and reading stops at the first
+        line the scan routed wrongly (``misrouted_at``). ``self.line`` is the line each item was
+        yielded at."""
+        loads = _safejson.fast_loader(self.opts.limits)
         types = EVENT_TYPES
         open_runs = self.open
         readline = fh.readline
@@ -96,58 +136,108 @@ class LedgerStream:
         validate = self.opts.validate
         n = first_line - 1
         events = 0
+        me, ways = split if split is not None else (0, 0)
+        owners: dict[bytes, int] = {}  # run id bytes -> owning process
+        self.split = split
         try:
             while True:
                 raw = readline(limit)
                 if not raw:
                     break
                 n += 1
+                if ways:
+                    key = raw[14:raw.find(b'"', 14)] if raw.startswith(_FAST_PREFIX) else route_key(raw)
+                    if b"\\" in key:  # an escape: route by the id it spells
+                        key = route_key(raw)
+                    owner = owners.get(key)
+                    if owner is None:
+                        if len(owners) > 65536:
+                            owners.clear()
+                        owner = owners[key] = crc32(key) % ways
+                    if owner != me:
+                        while raw and not raw.endswith(b"\n"):  # an over-long line: skip all of it
+                            raw = readline(1 << 20)
+                        continue
                 if len(raw) == limit and not raw.endswith(b"\n"):
+                    head = raw[:HEAD]
                     while raw and not raw.endswith(b"\n"):
                         raw = readline(1 << 20)
-                    yield self._error(n, f"line longer than {limit - 1} bytes (the limit, --max-line-bytes): skipped")
+                    self.line = n
+                    yield from self._lost(n, head, self.opts.limits.too_long("line") + ": skipped")
                     continue
+                if n == 1 and raw[:3] == b"\xef\xbb\xbf":
+                    raw = raw[3:]  # a byte order mark at the start of the file
                 try:
                     ev = loads(raw)
                 except (ValueError, RecursionError) as exc:
                     if not raw.strip():
                         continue
+                    self.line = n
                     yield from self._bad_line(n, raw, exc)
                     continue
                 if ev.__class__ is not dict:
-                    yield self._error(n, f"a ledger event must be a JSON object, got {_kind(ev)}")
+                    self.line = n
+                    yield from self._lost(n, b"", f"a ledger event must be a JSON object, got {_kind(ev)}")
                     continue
                 events += 1
                 run = ev.get("run")
                 chk = open_runs.get(run) if run.__class__ is str else None  # type: ignore[arg-type]
                 if chk is None:
+                    if ways and run.__class__ is str and run_owner(run, ways) != me:  # type: ignore[arg-type]
+                        self.misrouted_at = n  # the scan read another run id than the parser did
+                        return
+                    self.line = n
                     yield from self._not_open(ev, n, run, raw)
                     continue
                 typ = ev.get("type")
                 if typ.__class__ is not str or typ not in types:
+                    self.line = n
                     yield self._close_unreadable(chk, n, _unknown_type(ev))
                     continue
                 if validate:
                     msg = _schema_problem(ev)
                     if msg is not None:
+                        self.line = n
                         yield self._close_unreadable(chk, n, msg)
                         continue
                 try:
                     chk.feed(ev, n)
                 except Divergence as d:
+                    self.line = n
                     yield self._violation(chk, d, ev, n)
                 except RunInputError as e:
+                    self.line = n
                     yield self._close_unreadable(chk, e.line or n, e.message)
-                except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+                    self.line = n
                     yield self._close_unreadable(chk, n, _explain_bad_event(ev, exc))
                 else:
                     if chk.terminal:
+                        self.line = n
                         del open_runs[chk.run_id]
                         self.finished[chk.run_id] = Finished(True, chk.inflight, chk.terminal_line, seq=chk.seq)
                         yield conforming_record(self.t, chk, self.file)
         finally:
             self.events += events
-        yield from self.close()
+        self.at_eof = True
+        if not ways:
+            yield from self.close()
+
+    def _lost(self, n: int, head: bytes, message: str) -> Iterator[RunRecord | InputError]:
+        """Line ``n`` cannot be read: it ends the run it belongs to (told from ``head``) as unreadable,
+        or, when no open run can be named, is an input error of the file — and a run still open at the
+        end of the file is then not blamed for a missing terminal event (line ``n`` may have held it)."""
+        run = _guess_run(head) if head else None
+        chk = self.open.get(run) if run is not None else None
+        if chk is not None:
+            yield self._close_unreadable(chk, n, message)
+            return
+        if run is not None and run not in self.finished:  # the first line of a run: the run is unreadable
+            self.finished[run] = GAVE_UP
+            yield unreadable_record(self.file, run, 1, (n, n), message, n)
+            return
+        self.lost_line = n
+        yield self._error(n, message + (f" (an event of run {run!r}?)" if run else ""))
 
     def _not_open(self, ev: dict[str, Json], n: int, run: Json, raw: bytes = b"") -> Iterator[RunRecord | InputError]:
         if not isinstance(run, str) or not run:
@@ -162,7 +252,7 @@ class LedgerStream:
             yield from self._after_end(fin, ev, n, run)
             return
         if typ != "run_started":
-            self.finished[run] = Finished(False, None, n)
+            self.finished[run] = GAVE_UP
             yield unreadable_record(self.file, run, 1, (n, n),
                                     f"run {run!r} starts with {typ} (seq {ev.get('seq')!r}), not run_started: its "
                                     "configuration is unknown, so it cannot be checked", n)
@@ -170,19 +260,19 @@ class LedgerStream:
         if self.opts.validate:
             msg = _schema_problem(ev)
             if msg is not None:
-                self.finished[run] = Finished(False, None, n)
+                self.finished[run] = GAVE_UP
                 yield unreadable_record(self.file, run, 1, (n, n), msg, n)
                 return
         try:
-            if ev.get("seq") != 1:
+            if ev.get("seq") != 1 or ev.get("seq").__class__ is not int:
                 raise RunInputError(f"run_started has seq {ev.get('seq')!r}; a run's events are numbered from 1", n)
             k = raw.find(b'"config":')
             self.open[run] = RunChecker(self.t, run, ev, n, config_key=raw[k:] if k >= 0 else None)
         except RunInputError as e:
-            self.finished[run] = Finished(False, None, n)
+            self.finished[run] = GAVE_UP
             yield unreadable_record(self.file, run, 1, (n, n), e.message, e.line or n)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            self.finished[run] = Finished(False, None, n)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            self.finished[run] = GAVE_UP
             yield unreadable_record(self.file, run, 1, (n, n), _explain_bad_event(ev, exc), n)
 
     def _after_end(self, fin: Finished, ev: dict[str, Json], n: int, run: str) -> Iterator[RunRecord | InputError]:
@@ -208,34 +298,36 @@ class LedgerStream:
 
     def _violation(self, chk: RunChecker, d: Divergence, ev: dict[str, Json], n: int) -> RunRecord:
         del self.open[chk.run_id]
-        self.finished[chk.run_id] = Finished(False, None, n)
+        self.finished[chk.run_id] = GAVE_UP
         if d.line is None:
             d.line = n
         return violation_record(self.t, chk, d, self.file)
 
     def _close_unreadable(self, chk: RunChecker, line: int, message: str) -> RunRecord:
         del self.open[chk.run_id]
-        self.finished[chk.run_id] = Finished(False, None, line)
+        self.finished[chk.run_id] = GAVE_UP
         return unreadable_record(self.file, chk.run_id, chk.events, (chk.first_line, line), message, line)
 
     def _bad_line(self, n: int, raw: bytes, exc: BaseException) -> Iterator[RunRecord | InputError]:
-        msg = _json_reason(exc)
-        run = _guess_run(raw)
-        chk = self.open.get(run) if run is not None else None
-        if chk is not None:
-            yield self._close_unreadable(chk, n, f"not JSON: {msg}")
-        else:
-            yield self._error(n, f"not JSON: {msg}" + (f" (an event of run {run!r}?)" if run else ""))
+        # "not JSON: …", or the limit the line is past
+        msg = exc.message() if isinstance(exc, _safejson.JsonInputError) else f"not JSON: {_json_reason(exc)}"
+        yield from self._lost(n, raw, msg)
 
     def close(self) -> Iterator[RunRecord]:
         for chk in list(self.open.values()):
             del self.open[chk.run_id]
-            self.finished[chk.run_id] = Finished(False, None, chk.last_line)
+            self.finished[chk.run_id] = GAVE_UP
             if self.opts.allow_incomplete:
                 rec = conforming_record(self.t, chk, self.file)
                 rec.verdict = "conforms"
                 rec.summary = {**rec.summary, "incomplete": True}
                 yield rec
+                continue
+            if self.lost_line > chk.last_line:
+                yield unreadable_record(
+                    self.file, chk.run_id, chk.events, (chk.first_line, self.lost_line),
+                    f"run {chk.run_id!r} has no terminal event, but line {self.lost_line} could not be read and may "
+                    "have held it: the run cannot be judged", self.lost_line)
                 continue
             yield violation_record(self.t, chk, chk.close_at_eof(), self.file)
 
@@ -266,6 +358,8 @@ def _unknown_type(ev: dict[str, Json]) -> str:
 
 
 def _json_reason(exc: BaseException) -> str:
+    if isinstance(exc, _safejson.JsonInputError):
+        return exc.message().removeprefix("not JSON: ")
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     if isinstance(exc, UnicodeDecodeError):

@@ -10,6 +10,7 @@ conversation order, and :func:`check_items` walks them:
 
 * every call gets exactly one result, and no result comes without its call (R11);
 * results come in the order of the calls (request order, R11);
+* a call without a valid id (not a non-blank string) is refused, never answered as a success (R2);
 * a call id reused for *different* content is refused, never answered as a success (R7, R5);
 * a call id reused for the *same* content is a replay: it gets exactly the stored result (R6);
 * after the final answer, no tool call until the user speaks again (R28).
@@ -42,9 +43,9 @@ FORMATS: Final = ("openai-chat", "openai-responses", "anthropic")
 #: the verdict rests on telling an error result from a success, which only Anthropic records
 #: (``is_error``); elsewhere a result is a success unless its content is a loopspec error object.
 WITNESSED: Final[Mapping[str, Mapping[str, str]]] = {
-    "openai-chat": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed"},
-    "openai-responses": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed"},
-    "anthropic": {"R11": "verified", "R28": "verified", "R7": "verified", "R6": "verified"},
+    "openai-chat": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed", "R2": "assumed"},
+    "openai-responses": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed", "R2": "assumed"},
+    "anthropic": {"R11": "verified", "R28": "verified", "R7": "verified", "R6": "verified", "R2": "verified"},
 }
 
 ASSUMPTION: Final = ("a result counts as a success unless it is marked as an error (Anthropic is_error) or its "
@@ -85,13 +86,27 @@ class Result:
 
 
 @dataclass
+class Execution:
+    """A tool execution recorded by telemetry (an ``execute_tool`` span): what ran, and how it ended."""
+
+    id: Json  # the call id the span records, or None when it records none
+    name: Json
+    args: Json
+    args_known: bool  # the arguments were recorded as a JSON object
+    ok: bool | None  # True: succeeded, False: failed, None: not recorded
+    path: str
+    line: int
+
+
+@dataclass
 class Item:
-    kind: str  # user | proposal | final | result
+    kind: str  # user | proposal | final | result | execution
     pos: int  # position in the conversation (event index)
     path: str
     line: int
     calls: list[Call] = field(default_factory=list)
     result: Result | None = None
+    execution: Execution | None = None
 
 
 LineOf = Callable[[Json], int]
@@ -292,6 +307,48 @@ def detect_format(doc: Json) -> str | None:
     return None
 
 
+#: How each format is called in messages.
+LABELS: Final[Mapping[str, str]] = {"openai-chat": "OpenAI Chat Completions", "openai-responses": "OpenAI Responses",
+                                    "anthropic": "Anthropic Messages"}
+
+
+def formats_shown(doc: Json) -> dict[str, str]:
+    """The formats a conversation shows unmistakably, each with where it first shows: Responses
+    ``function_call`` / ``function_call_output`` / ``reasoning`` items (or an ``input`` list); Chat
+    ``tool_calls``, ``function_call`` or a ``tool``/``function`` role; Anthropic ``tool_use`` /
+    ``tool_result`` blocks. More than one means the conversation mixes formats (it is then refused:
+    one conversation is in one format, whichever comes first)."""
+    body = conversation_body(doc)
+    if body is None:
+        return {}
+    key, entries = body
+    shown: dict[str, str] = {}
+    if key == "input":
+        shown["openai-responses"] = "input"
+    base = key or "$"
+    for k, e in enumerate(entries):
+        if not isinstance(e, dict):
+            continue
+        where = f"{base}[{k}]"
+        typ = e.get("type")
+        if typ in ("function_call", "function_call_output", "reasoning"):
+            shown.setdefault("openai-responses", f"{where}: a {typ} item")
+        role = e.get("role")
+        if "tool_calls" in e:
+            shown.setdefault("openai-chat", f"{where}.tool_calls")
+        elif isinstance(e.get("function_call"), dict):
+            shown.setdefault("openai-chat", f"{where}.function_call")
+        elif role in ("tool", "function"):
+            shown.setdefault("openai-chat", f"{where}: role {role}")
+        content = e.get("content")
+        if isinstance(content, list):
+            for j, b in enumerate(content):
+                if isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result"):
+                    shown.setdefault("anthropic", f"{where}.content[{j}]: a {b['type']} block")
+                    break
+    return shown
+
+
 def is_conversation(doc: Json) -> bool:
     body = conversation_body(doc)
     if body is None:
@@ -313,6 +370,7 @@ class _Binding:
     index: int
     success: Json = None
     has_success: bool = False
+    executed_ok: bool = False  # an execution of the bound request succeeded (telemetry)
 
 
 _NOTHING = object()
@@ -328,6 +386,7 @@ class TranscriptVerdict:
     calls: int
     results: int
     steps: int
+    executions: int = 0
 
 
 def _content_key(c: Call) -> str:
@@ -378,10 +437,19 @@ class _Broken(Exception):
 
 
 def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rules: Mapping[str, tuple[str, ...]], *,
-                allow_incomplete: bool = False, step_window: int = 48) -> TranscriptVerdict:
+                allow_incomplete: bool = False, step_window: int = 48,
+                tools: Mapping[str, core.ToolSchema | None] | None = None, allow_list: bool = True
+                ) -> TranscriptVerdict:
+    """Walk a conversation's items. ``execution`` items (telemetry) are matched to the current
+    proposal's calls; ``tools`` (the recorded tool definitions: name -> schema, None when the schema is
+    outside R4's subset) lets an execution of an unknown tool (R3) or with invalid arguments (R4) be
+    seen; with ``allow_list`` False the mapping holds only some tools' schemas (R4 only)."""
     bindings: dict[str, _Binding] = {}
     pending: list[Call] = []
     answered: list[bool] = []
+    executed: list[Any] = []
+    outcome: list[bool | None] = []  # how each call's recorded execution ended (telemetry)
+    executions_seen = 0
     final_at: Item | None = None
     calls_seen = 0
     results_seen = 0
@@ -412,11 +480,11 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
         for item in items:
             if item.kind == "user":
                 missing(item, "the user speaks again")
-                pending, answered, final_at = [], [], None
+                pending, answered, executed, outcome, final_at = [], [], [], [], None
                 step(f"{item.path} (line {item.line}): the user speaks — a new turn")
             elif item.kind == "final":
                 missing(item, "the model answers")
-                pending, answered = [], []
+                pending, answered, executed, outcome = [], [], [], []
                 final_at = item
                 step(f"{item.path} (line {item.line}): the model gives its final answer — every call is answered")
             elif item.kind == "proposal":
@@ -450,8 +518,20 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                         c.cls = "replay"
                         notes.append(f"#{c.index} repeats #{b.index} (same id, same content)")
                 pending, answered = list(item.calls), [False] * len(item.calls)
+                executed, outcome = [False] * len(item.calls), [None] * len(item.calls)
                 step(f"{item.path} (line {item.line}): the model proposes "
                      + ", ".join(_call_desc(c) for c in item.calls) + (f" [{'; '.join(notes)}]" if notes else ""))
+            elif item.kind == "execution":
+                x = item.execution
+                assert x is not None
+                executions_seen += 1
+                _check_execution(x, item, pending, executed, bindings, final_at, tools, allow_list)
+                j = next(k for k, e in enumerate(executed) if e == "now")
+                executed[j] = True
+                outcome[j] = x.ok
+                c = pending[j]
+                how = "succeeded" if x.ok else ("failed" if x.ok is False else "ended")
+                step(f"{x.path} (line {x.line}): {_call_desc(c)} executes and {how}")
             else:
                 r = item.result
                 assert r is not None
@@ -486,9 +566,16 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                                   f"Then results come in the order of the calls, so {_call_desc(f)} is answered next "
                                   f"(R11); but {r.path} (line {r.line}) answers {_call_desc(c)} first.")
                 answered[j] = True
-                err = _is_error(r)
+                err = _is_error(r) if r.is_error is not None or outcome[j] is None else not outcome[j]
                 b = bindings.get(c.id) if c.cls != "malformed" else None
                 how = "an error" + (f" {_error_code(r)}" if _error_code(r) else "") if err else "a success"
+                if c.cls == "malformed" and not err:
+                    raise _Broken("R2", "invalid-call-answered-success", item, c.index, {"result": "an error "
+                                                                                         "(INVALID_CALL)"},
+                                  {"result": r.content},
+                                  f"Then call {_call_desc(c)} has no valid id (a non-blank string), so it is answered "
+                                  f"INVALID_CALL and never executes (R2); but {r.path} (line {r.line}) answers it as a "
+                                  f"success ({compact(r.content, 40)}).")
                 if c.cls == "conflict" and not err:
                     assert b is not None
                     reuse = b.has_success and _same(b.success, r.content)
@@ -532,9 +619,81 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
         expl.append(b.then)
         cited = rules.get(b.rule, ())
         inv = {"R11": "INV-ONE-ANSWER-IN-ORDER", "R7": "INV-CONFLICT-NO-REUSE", "R6": "INV-REPLAY-NO-EXEC",
-               "R28": "INV-NO-CALL-AFTER-FINAL"}.get(b.rule)
+               "R28": "INV-NO-CALL-AFTER-FINAL", "R2": "INV-CHECKED-BEFORE-EXEC", "R3": "INV-CHECKED-BEFORE-EXEC",
+               "R4": "INV-CHECKED-BEFORE-EXEC", "R12": "INV-EXEC-ACCOUNTING"}.get(b.rule)
         v = Violation(rule=b.rule, kind=b.kind, index=b.index, expected=b.expected, observed=b.observed,
                       explanation="\n".join(expl), invariant=inv if inv in cited else (cited[0] if cited else None),
                       invariants=(), transition=None, checked_by=cited)
-        return TranscriptVerdict(v, b.item.pos, b.item.path, b.item.line, events, calls_seen, results_seen, n_steps)
-    return TranscriptVerdict(None, None, None, None, events, calls_seen, results_seen, n_steps)
+        return TranscriptVerdict(v, b.item.pos, b.item.path, b.item.line, events, calls_seen, results_seen, n_steps,
+                                 executions_seen)
+    return TranscriptVerdict(None, None, None, None, events, calls_seen, results_seen, n_steps, executions_seen)
+
+
+def _args_match(c: Call, x: Execution) -> bool:
+    if not x.args_known or not c.args_ok:
+        return True
+    return _same(c.args, x.args)
+
+
+def _check_execution(x: Execution, item: Item, pending: list[Call], executed: list[Any],
+                     bindings: dict[str, _Binding], final_at: Item | None,
+                     tools: Mapping[str, core.ToolSchema | None] | None, allow_list: bool) -> None:
+    """Match an execution to the proposal's first call it can belong to (by id when the span records
+    one, else by name and arguments) and check that the spec lets that call execute; marks the call's
+    slot in ``executed`` with ``"now"``."""
+    where = f"{x.path} (line {x.line})"
+    what = f"{x.name if isinstance(x.name, str) else '<no name>'}" + (
+        f"({compact(x.args, 40)})" if x.args_known else "")
+    if final_at is not None:
+        raise _Broken("R28", "executed-after-final", item, None, {"executions": 0}, {"execution": x.path},
+                      f"Then, once the model has given its final answer ({final_at.path}, line {final_at.line}), no "
+                      f"tool executes (R28); but {where} executes {what}.")
+    cands = [k for k, c in enumerate(pending) if not executed[k] and c.name == x.name and _args_match(c, x)
+             and (x.id is None or _same(c.id, x.id))]
+    if not cands:
+        done = [k for k, c in enumerate(pending) if executed[k] and c.name == x.name
+                and (x.id is None or _same(c.id, x.id))]
+        if done:
+            c = pending[done[-1]]
+            raise _Broken("R12", "executed-twice", item, c.index, {"executions": 1}, {"execution": x.path},
+                          f"Then call {_call_desc(c)} executes at most once (R12: each request is one execution); "
+                          f"but {where} executes it again.")
+        ids = f" with id {x.id!r}" if x.id is not None else ""
+        raise _Broken("R12", "execution-without-request", item, None, {"execution": None}, {"execution": x.path},
+                      f"Then a tool executes only for a request of the current proposal (R12); but {where} executes "
+                      f"{what}{ids}, which no call of the proposal asks for.")
+    k = cands[0]
+    executed[k] = "now"
+    c = pending[k]
+    if c.cls == "malformed":
+        raise _Broken("R2", "executed-despite-invalid-call", item, c.index, {"answer": "INVALID_CALL"},
+                      {"execution": x.path},
+                      f"Then call {_call_desc(c)} is answered INVALID_CALL and never executes: its id is not a "
+                      f"non-blank string (R2); but {where} executes it.")
+    if tools is not None and isinstance(c.name, str):
+        if c.name not in tools and allow_list:
+            raise _Broken("R3", "executed-despite-unknown-tool", item, c.index, {"answer": "UNKNOWN_TOOL"},
+                          {"execution": x.path},
+                          f"Then call {_call_desc(c)} is answered UNKNOWN_TOOL and never executes: the tools recorded "
+                          f"for the run are {', '.join(sorted(tools)) or 'none'} (R3); but {where} executes it.")
+        schema = tools.get(c.name)
+        if schema is not None and (not c.args_ok or not core.arguments_valid(schema, c.args)):
+            raise _Broken("R4", "executed-despite-invalid-argument", item, c.index, {"answer": "INVALID_ARGUMENT"},
+                          {"execution": x.path},
+                          f"Then call {_call_desc(c)} is answered INVALID_ARGUMENT and never executes: its arguments "
+                          f"do not satisfy the recorded input schema of {c.name!r} {compact(schema.to_json(), 80)} "
+                          f"(R4); but {where} executes it.")
+    b = bindings.get(c.id) if isinstance(c.id, str) else None
+    if c.cls == "conflict" and b is not None:
+        raise _Broken("R7", "executed-despite-id-conflict", item, c.index, {"answer": "ID_CONFLICT"},
+                      {"execution": x.path},
+                      f"Then call {_call_desc(c)} is answered ID_CONFLICT and never executes: id {c.id!r} is bound to "
+                      f"other content by #{b.index} (R7); but {where} executes it.")
+    if c.cls == "replay" and b is not None and b.executed_ok:
+        raise _Broken("R6", "replay-reexecuted", item, c.index, {"answer": "the stored result of #" + str(b.index)},
+                      {"execution": x.path},
+                      f"Then call {_call_desc(c)} repeats #{b.index} (same id, same content), whose execution "
+                      f"succeeded: it is answered with the stored result and nothing executes (R6); but {where} "
+                      "executes it again.")
+    if b is not None and x.ok and c.cls in ("fresh", "replay"):
+        b.executed_ok = True

@@ -1,0 +1,718 @@
+"""OpenTelemetry traces of agent runs: OTLP/JSON files and the OpenTelemetry SDK console exporter's JSON.
+
+Two file shapes, one model:
+
+* **OTLP/JSON** (``otlp-json``): what the OTLP file exporter (``opentelemetry-exporter-otlp-json-file``)
+  and the Collector's file exporter write — one ``ExportTraceServiceRequest`` a line
+  (``{"resourceSpans": [{"resource", "scopeSpans": [{"scope", "spans": [...]}]}]}``), attribute values
+  as ``AnyValue`` (``stringValue``, ``intValue`` as a decimal string, ...), ids as hex, times in
+  nanoseconds (``startTimeUnixNano``, a decimal string);
+* **console** (``otel-console``): what ``ConsoleSpanExporter`` prints — ``ReadableSpan.to_json()``,
+  one indented object per span, one after the other (``context.trace_id`` / ``span_id`` as ``0x``
+  hex, ``parent_id``, ISO 8601 ``start_time``, a plain ``attributes`` object).
+
+Spans are grouped into **runs**: by trace, then by the nearest agent-invocation ancestor
+(``gen_ai.operation.name = invoke_agent``, OpenInference ``AGENT``, pydantic-ai's older ``agent run``),
+and ordered by start time (then parents before children, then file order). A run's model calls
+(``chat`` spans) give the conversation — the results sent back since the previous model call (in the
+request's input messages) and what the model proposed (its output messages) — and its ``execute_tool``
+spans the executions. Attribute names follow the OpenTelemetry GenAI semantic conventions
+(``gen_ai.operation.name``, ``gen_ai.input.messages`` / ``gen_ai.output.messages`` with ``tool_call``
+and ``tool_call_response`` parts, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``, ``gen_ai.tool.definitions``), and the
+older or other names instrumentations still emit are read too (see :data:`ATTRIBUTE_NAMES`).
+
+What a run witnesses depends on what was recorded; :func:`run_checks` says it per run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from .. import _core as core
+from . import _json
+from ._transcripts import Call, Execution, Item, Result, TranscriptError
+
+Json = Any
+
+#: The attribute names read, current first, then older or other names still emitted (source: the
+#: instrumentations named).
+ATTRIBUTE_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
+    # GenAI semantic conventions; pydantic-ai instrumentation format 2 (deprecated, still selectable)
+    "operation": ("gen_ai.operation.name",),
+    "tool.name": ("gen_ai.tool.name", "tool.name"),  # OpenInference: tool.name
+    "tool.call.id": ("gen_ai.tool.call.id", "tool_call.id"),
+    "tool.arguments": ("gen_ai.tool.call.arguments", "tool_arguments", "input.value"),
+    "tool.result": ("gen_ai.tool.call.result", "tool_response", "output.value"),
+    "input.messages": ("gen_ai.input.messages",),
+    "output.messages": ("gen_ai.output.messages",),
+    "tool.definitions": ("gen_ai.tool.definitions",),
+    "agent.name": ("gen_ai.agent.name", "agent_name", "agent.name"),
+}
+
+_OPERATIONS: Final[Mapping[str, str]] = {
+    "chat": "chat", "text_completion": "chat", "generate_content": "chat",
+    "execute_tool": "tool",
+    "invoke_agent": "agent",
+}
+_OPENINFERENCE_KINDS: Final[Mapping[str, str]] = {"LLM": "chat", "TOOL": "tool", "AGENT": "agent"}
+_NAME_PREFIXES: Final = (("chat ", "chat"), ("execute_tool ", "tool"), ("running tool", "tool"),
+                         ("invoke_agent", "agent"), ("agent run", "agent"))
+
+
+class TelemetryError(TranscriptError):
+    """A span or document that does not have the shape of its format."""
+
+
+@dataclass
+class Span:
+    trace: str
+    span: str
+    parent: str | None
+    name: str
+    start: int  # ns since the epoch
+    end: int
+    attrs: dict[str, Json]
+    error: bool
+    path: str
+    line: int
+    order: int = 0  # position in the file
+    op: str | None = None  # chat | tool | agent | None
+
+
+# --------------------------------------------------------------------------------------------
+# Reading spans
+# --------------------------------------------------------------------------------------------
+
+
+def _need(cond: bool, where: str, message: str, line: int) -> None:
+    if not cond:
+        raise TelemetryError(where, message, line)
+
+
+def any_value(v: Json, where: str, line: int, depth: int = 0) -> Json:
+    """An OTLP ``AnyValue`` as a plain value."""
+    _need(isinstance(v, dict), where, "an attribute value must be an object (AnyValue)", line)
+    _need(depth < 32, where, "attribute values nested too deeply", line)
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "boolValue" in v:
+        return v["boolValue"]
+    if "intValue" in v:
+        iv = v["intValue"]
+        if isinstance(iv, str) and re.fullmatch(r"-?\d{1,20}", iv):
+            return int(iv)
+        _need(isinstance(iv, int) and not isinstance(iv, bool), f"{where}.intValue",
+              "must be an integer (or its decimal string)", line)
+        return iv
+    if "doubleValue" in v:
+        return v["doubleValue"]
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    if "arrayValue" in v:
+        arr = (v["arrayValue"] or {}).get("values", []) if isinstance(v["arrayValue"], dict) else None
+        _need(isinstance(arr, list), f"{where}.arrayValue.values", "must be a list", line)
+        return [any_value(x, f"{where}.arrayValue.values[{k}]", line, depth + 1) for k, x in enumerate(arr)]
+    if "kvlistValue" in v:
+        kv = (v["kvlistValue"] or {}).get("values", []) if isinstance(v["kvlistValue"], dict) else None
+        _need(isinstance(kv, list), f"{where}.kvlistValue.values", "must be a list", line)
+        return _key_values(kv, f"{where}.kvlistValue.values", line, depth + 1)
+    return None  # an empty AnyValue
+
+
+def _key_values(kvs: Json, where: str, line: int, depth: int = 0) -> dict[str, Json]:
+    _need(isinstance(kvs, list), where, "must be a list of {key, value}", line)
+    out: dict[str, Json] = {}
+    for k, kv in enumerate(kvs):
+        _need(isinstance(kv, dict) and isinstance(kv.get("key"), str), f"{where}[{k}]",
+              "an attribute must be {\"key\": string, \"value\": AnyValue}", line)
+        out[kv["key"]] = any_value(kv.get("value", {}), f"{where}[{k}].value", line, depth)
+    return out
+
+
+def _nanos(v: Json, where: str, line: int) -> int:
+    if isinstance(v, str) and re.fullmatch(r"\d{1,20}", v):
+        return int(v)
+    _need(isinstance(v, int) and not isinstance(v, bool) and v >= 0, where,
+          "must be a time in nanoseconds (an integer or its decimal string)", line)
+    return int(v)
+
+
+_HEX = re.compile(r"(0x)?[0-9a-fA-F]{1,64}")
+
+
+def _hex_id(v: Json, where: str, line: int, *, optional: bool = False) -> str | None:
+    if optional and (v is None or v == ""):
+        return None
+    _need(isinstance(v, str) and _HEX.fullmatch(v) is not None, where, "must be a hex id", line)
+    s = v.lower()
+    return s[2:] if s.startswith("0x") else s
+
+
+def otlp_spans(doc: Json, where: str, line: int, order: int = 0) -> list[Span]:
+    """The spans of one ``ExportTraceServiceRequest`` in OTLP/JSON."""
+    _need(isinstance(doc, dict) and isinstance(doc.get("resourceSpans"), list), where,
+          'expected an OTLP/JSON trace request: {"resourceSpans": [...]}', line)
+    out: list[Span] = []
+    for r, rs in enumerate(doc["resourceSpans"]):
+        w = f"{where}resourceSpans[{r}]"
+        _need(isinstance(rs, dict), w, "must be an object", line)
+        scopes = rs.get("scopeSpans", rs.get("instrumentationLibrarySpans", []))  # the latter: OTLP before 0.15
+        _need(isinstance(scopes, list), f"{w}.scopeSpans", "must be a list", line)
+        for s, ss in enumerate(scopes):
+            ws = f"{w}.scopeSpans[{s}]"
+            _need(isinstance(ss, dict) and isinstance(ss.get("spans", []), list), ws,
+                  'must be an object with "spans": [...]', line)
+            for k, sp in enumerate(ss.get("spans", [])):
+                wp = f"{ws}.spans[{k}]"
+                _need(isinstance(sp, dict), wp, "a span must be an object", line)
+                name = sp.get("name", "")
+                _need(isinstance(name, str), f"{wp}.name", "must be a string", line)
+                status = sp.get("status") or {}
+                _need(isinstance(status, dict), f"{wp}.status", "must be an object", line)
+                code = status.get("code")
+                out.append(Span(
+                    trace=_hex_id(sp.get("traceId"), f"{wp}.traceId", line) or "",
+                    span=_hex_id(sp.get("spanId"), f"{wp}.spanId", line) or "",
+                    parent=_hex_id(sp.get("parentSpanId"), f"{wp}.parentSpanId", line, optional=True),
+                    name=name,
+                    start=_nanos(sp.get("startTimeUnixNano", 0), f"{wp}.startTimeUnixNano", line),
+                    end=_nanos(sp.get("endTimeUnixNano", 0), f"{wp}.endTimeUnixNano", line),
+                    attrs=_key_values(sp.get("attributes", []), f"{wp}.attributes", line),
+                    error=code in (2, "STATUS_CODE_ERROR"),
+                    path=wp, line=line, order=order + len(out)))
+    return out
+
+
+def _iso_nanos(v: Json, where: str, line: int) -> int:
+    _need(isinstance(v, str), where, "must be an ISO 8601 time", line)
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)?", v)
+    _need(m is not None, where, f"must be an ISO 8601 time, got {v!r:.40}", line)
+    assert m is not None
+    try:
+        base = datetime.fromisoformat(m.group(1) + (m.group(3) or "Z").replace("Z", "+00:00"))
+    except ValueError:
+        raise TelemetryError(where, f"not a valid time: {v!r:.40}", line) from None
+    frac = (m.group(2) or "").ljust(9, "0")
+    return int(base.timestamp()) * 1_000_000_000 + int(frac or 0)
+
+
+def console_span(doc: Json, where: str, line: int, order: int = 0) -> Span:
+    """One span as ``ConsoleSpanExporter`` prints it (``ReadableSpan.to_json()``)."""
+    _need(isinstance(doc, dict), where, "a span must be an object", line)
+    ctx = doc.get("context")
+    _need(isinstance(ctx, dict), f"{where}.context", 'missing (a console span has "context": {trace_id, span_id})',
+          line)
+    name = doc.get("name", "")
+    _need(isinstance(name, str), f"{where}.name", "must be a string", line)
+    attrs = doc.get("attributes") or {}
+    _need(isinstance(attrs, dict), f"{where}.attributes", "must be an object", line)
+    status = doc.get("status") or {}
+    _need(isinstance(status, dict), f"{where}.status", "must be an object", line)
+    return Span(
+        trace=_hex_id(ctx.get("trace_id"), f"{where}.context.trace_id", line) or "",
+        span=_hex_id(ctx.get("span_id"), f"{where}.context.span_id", line) or "",
+        parent=_hex_id(doc.get("parent_id"), f"{where}.parent_id", line, optional=True),
+        name=name,
+        start=_iso_nanos(doc.get("start_time"), f"{where}.start_time", line),
+        end=_iso_nanos(doc.get("end_time") or doc.get("start_time"), f"{where}.end_time", line),
+        attrs=dict(attrs), error=status.get("status_code") == "ERROR", path=where, line=line, order=order)
+
+
+def is_otlp(doc: Json) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("resourceSpans"), list)
+
+
+def is_console_span(doc: Json) -> bool:
+    return (isinstance(doc, dict) and isinstance(doc.get("context"), dict) and "trace_id" in doc["context"]
+            and "name" in doc)
+
+
+# --------------------------------------------------------------------------------------------
+# What a span is and what it records
+# --------------------------------------------------------------------------------------------
+
+
+def _attr(s: Span, key: str) -> Json:
+    for name in ATTRIBUTE_NAMES[key]:
+        if name in s.attrs:
+            return s.attrs[name]
+    return None
+
+
+def operation(s: Span) -> str | None:
+    """chat | tool | agent | None (anything else: workflow steps, HTTP, ...)."""
+    op = s.attrs.get("gen_ai.operation.name")
+    if isinstance(op, str) and op in _OPERATIONS:
+        return _OPERATIONS[op]
+    kind = s.attrs.get("openinference.span.kind")
+    if isinstance(kind, str) and kind in _OPENINFERENCE_KINDS:
+        return _OPENINFERENCE_KINDS[kind]
+    if op is None and kind is None:
+        for prefix, what in _NAME_PREFIXES:
+            if s.name.startswith(prefix):
+                return what
+    return None
+
+
+def _maybe_json(v: Json) -> Json:
+    if isinstance(v, str):
+        t = v.strip()
+        if t[:1] in ("{", "["):
+            try:
+                return _json.loads(t)
+            except _json.JsonError:
+                return v
+    return v
+
+
+@dataclass
+class Part:
+    type: str  # text | tool_call | tool_call_response | other
+    id: Json = None
+    name: Json = None
+    args: Json = None
+    content: Json = None
+
+
+@dataclass
+class Message:
+    role: str
+    parts: list[Part] = field(default_factory=list)
+
+    def calls(self) -> list[Part]:
+        return [p for p in self.parts if p.type == "tool_call"]
+
+
+def _genai_messages(raw: Json, where: str, line: int) -> list[Message] | None:
+    """``gen_ai.input.messages`` / ``gen_ai.output.messages``: JSON text of [{role, parts: [...]}]."""
+    v = _maybe_json(raw)
+    if not isinstance(v, list):
+        return None
+    out = []
+    for k, m in enumerate(v):
+        _need(isinstance(m, dict), f"{where}[{k}]", "a message must be an object", line)
+        role = m.get("role")
+        parts_raw = m.get("parts")
+        if not isinstance(parts_raw, list):  # older shape: {role, content, tool_calls} (chat-like)
+            out.append(_chat_like(m))
+            continue
+        parts = []
+        for p in parts_raw:
+            if not isinstance(p, dict):
+                continue
+            t = p.get("type")
+            if t == "tool_call":
+                parts.append(Part("tool_call", p.get("id"), p.get("name"), p.get("arguments")))
+            elif t == "tool_call_response":
+                parts.append(Part("tool_call_response", p.get("id"),
+                                  content=p.get("response", p.get("result"))))
+            elif t == "text":
+                parts.append(Part("text", content=p.get("content")))
+            else:
+                parts.append(Part("other"))
+        out.append(Message(role if isinstance(role, str) else "", parts))
+    return out
+
+
+def _chat_like(m: Mapping[str, Json]) -> Message:
+    role = m.get("role") if isinstance(m.get("role"), str) else ""
+    parts: list[Part] = []
+    content = m.get("content")
+    if role == "tool":
+        parts.append(Part("tool_call_response", m.get("tool_call_id", m.get("id")), content=content))
+        return Message(role, parts)
+    if isinstance(content, str) and content:
+        parts.append(Part("text", content=content))
+    tcs = _maybe_json(m.get("tool_calls"))
+    if isinstance(tcs, list):
+        for tc in tcs:
+            if isinstance(tc, dict):
+                fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+                parts.append(Part("tool_call", tc.get("id"), fn.get("name"), fn.get("arguments")))
+    return Message(role, parts)
+
+
+_FLAT = re.compile(r"(?P<prefix>llm\.input_messages|llm\.output_messages|gen_ai\.prompt|gen_ai\.completion)\."
+                   r"(?P<i>\d+)\.(?P<rest>.+)")
+
+
+def _flat_messages(attrs: Mapping[str, Json]) -> tuple[list[Message] | None, list[Message] | None]:
+    """Messages flattened into indexed attributes: OpenInference ``llm.input_messages.{i}.message.*`` and
+    the older ``gen_ai.prompt.{i}.*`` / ``gen_ai.completion.{i}.*`` (OpenLLMetry before the JSON
+    attributes)."""
+    found: dict[str, dict[int, dict[str, Json]]] = {}
+    for key, val in attrs.items():
+        m = _FLAT.fullmatch(key)
+        if m is None:
+            continue
+        rest = m.group("rest")
+        if rest.startswith("message."):
+            rest = rest[len("message."):]
+        found.setdefault(m.group("prefix"), {}).setdefault(int(m.group("i")), {})[rest] = val
+
+    def build(msgs: dict[int, dict[str, Json]]) -> list[Message]:
+        out = []
+        for i in sorted(msgs):
+            f = msgs[i]
+            role = f.get("role") if isinstance(f.get("role"), str) else ""
+            parts: list[Part] = []
+            calls: dict[int, dict[str, Json]] = {}
+            for k, v in f.items():
+                cm = re.fullmatch(r"tool_calls\.(\d+)\.(?:tool_call\.)?(.+)", k)
+                if cm:
+                    calls.setdefault(int(cm.group(1)), {})[cm.group(2)] = v
+            tcid = f.get("tool_call_id")
+            if role == "tool" or tcid is not None:
+                parts.append(Part("tool_call_response", tcid, content=f.get("content")))
+            elif isinstance(f.get("content"), str) and f["content"]:
+                parts.append(Part("text", content=f["content"]))
+            for j in sorted(calls):
+                c = calls[j]
+                parts.append(Part("tool_call", c.get("id"), c.get("function.name", c.get("name")),
+                                  c.get("function.arguments", c.get("arguments"))))
+            out.append(Message(role, parts))
+        return out
+
+    inp = found.get("llm.input_messages") or found.get("gen_ai.prompt")
+    outp = found.get("llm.output_messages") or found.get("gen_ai.completion")
+    return (build(inp) if inp else None), (build(outp) if outp else None)
+
+
+def chat_messages(s: Span) -> tuple[list[Message] | None, list[Message] | None, str, str]:
+    """(input, output) messages of a model call (None when not recorded), and the attributes they were read
+    from."""
+    line = s.line
+    in_key, out_key = "gen_ai.input.messages", "gen_ai.output.messages"
+    inp = _genai_messages(_attr(s, "input.messages"), f"{s.path}.attributes['{in_key}']", line)
+    out = _genai_messages(_attr(s, "output.messages"), f"{s.path}.attributes['{out_key}']", line)
+    if inp is None or out is None:
+        finp, fout = _flat_messages(s.attrs)
+        flat = "llm" if any(k.startswith("llm.") for k in s.attrs) else "gen_ai"
+        if inp is None and finp is not None:
+            inp, in_key = finp, ("llm.input_messages" if flat == "llm" else "gen_ai.prompt")
+        if out is None and fout is not None:
+            out, out_key = fout, ("llm.output_messages" if flat == "llm" else "gen_ai.completion")
+    return inp, out, in_key, out_key
+
+
+def tool_definitions(s: Span) -> dict[str, core.ToolSchema | None] | None:
+    """``gen_ai.tool.definitions`` of a model call: name -> schema (None outside R4's subset)."""
+    raw = _maybe_json(_attr(s, "tool.definitions"))
+    if not isinstance(raw, list):
+        return None
+    out: dict[str, core.ToolSchema | None] = {}
+    for d in raw:
+        if not isinstance(d, dict):
+            continue
+        fn = d.get("function") if isinstance(d.get("function"), dict) else d
+        name = fn.get("name")
+        if not isinstance(name, str):
+            continue
+        out[name] = _schema(fn.get("parameters", fn.get("input_schema")), name)
+    return out
+
+
+def _schema(raw: Json, name: str) -> core.ToolSchema | None:
+    raw = _maybe_json(raw)
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return core.parse_schema(raw, tool=name)
+    except core.ToolDefinitionError:
+        return None
+
+
+def execution(s: Span) -> tuple[Execution, core.ToolSchema | None, bool]:
+    """An ``execute_tool`` span as an execution; also the tool's schema when the span records it
+    (OpenInference ``tool.parameters``) and whether it was recorded."""
+    name = _attr(s, "tool.name")
+    if not isinstance(name, str):
+        for prefix in ("execute_tool ", "running tool: "):
+            if s.name.startswith(prefix):
+                name = s.name[len(prefix):]
+        if not isinstance(name, str):
+            name = s.name
+    cid = _attr(s, "tool.call.id")
+    args = _maybe_json(_attr(s, "tool.arguments"))
+    known = isinstance(args, dict) and "input_str" not in args and core.is_json(args)
+    result = _maybe_json(_attr(s, "tool.result"))
+    if cid is None and isinstance(result, dict):
+        # OpenLLMetry's LangChain instrumentation records the ToolMessage the tool produced
+        msg = result.get("output") if isinstance(result.get("output"), dict) else None
+        kw = msg.get("kwargs") if isinstance(msg, dict) and isinstance(msg.get("kwargs"), dict) else None
+        if kw is not None and isinstance(kw.get("tool_call_id"), str):
+            cid = kw["tool_call_id"]
+    err = s.error or "error.type" in s.attrs
+    if isinstance(result, dict) and isinstance(result.get("output"), dict):
+        kw = result["output"].get("kwargs")
+        if isinstance(kw, dict) and kw.get("status") == "error":
+            err = True
+    schema_raw = s.attrs.get("tool.parameters")
+    schema = _schema(schema_raw, name) if schema_raw is not None else None
+    return (Execution(cid, name, args if known else None, known, not err, s.path, s.line), schema,
+            schema_raw is not None)
+
+
+# --------------------------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    id: str
+    spans: list[Span]  # the run's chat and tool spans, in order
+    agent: Span | None
+    all_spans: int  # spans of the run including non-GenAI ones under the agent span
+
+
+def _agent_of(s: Span, index: Mapping[str, Span], owner: dict[str, str | None]) -> str | None:
+    """The span id of ``s``'s nearest agent-invocation ancestor (memoised in ``owner``; a parent cycle
+    ends the walk)."""
+    chain: list[str] = []
+    seen: set[str] = set()
+    cur: Span | None = s
+    found: str | None = None
+    while cur is not None and cur.span not in seen:
+        if cur.span in owner:
+            found = owner[cur.span]
+            break
+        seen.add(cur.span)
+        chain.append(cur.span)
+        if cur is not s and cur.op == "agent":
+            found = cur.span
+            break
+        cur = index.get(cur.parent) if cur.parent else None
+    for sid in chain:
+        owner[sid] = found
+    return found
+
+
+def group_runs(spans: Sequence[Span]) -> list[Run]:
+    """Group chat and tool spans by trace and nearest agent-invocation ancestor, in order."""
+    for s in spans:
+        s.op = operation(s)
+    by_trace: dict[str, list[Span]] = {}
+    for s in spans:
+        by_trace.setdefault(s.trace, []).append(s)
+    runs: list[Run] = []
+    for trace, group in by_trace.items():
+        index = {s.span: s for s in group}
+        owner: dict[str, str | None] = {}
+        members: dict[str | None, list[Span]] = {}
+        counts: dict[str | None, int] = {}
+        for s in group:
+            a = s.span if s.op == "agent" else _agent_of(s, index, owner)
+            counts[a] = counts.get(a, 0) + 1
+            if s.op in ("chat", "tool"):
+                members.setdefault(_agent_of(s, index, owner), []).append(s)
+        memo: dict[str, int] = {}
+        depth = {s.span: _depth(s, index, memo) for s in group}
+        keys = [k for k in members if members[k]]
+        for a in keys:
+            ms = sorted(members[a], key=lambda s: (s.start, depth[s.span], s.order))
+            rid = trace if len(keys) == 1 else f"{trace}/{a or 'no-agent'}"
+            runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0)))
+    runs.sort(key=lambda r: min(s.order for s in r.spans))
+    return runs
+
+
+def _depth(s: Span, index: Mapping[str, Span], memo: dict[str, int]) -> int:
+    """How many ancestors ``s`` has in its trace (memoised; a parent cycle counts as a root)."""
+    chain: list[Span] = []
+    cur: Span | None = s
+    base = 0
+    seen: set[str] = set()
+    while cur is not None:
+        if cur.span in memo:
+            base = memo[cur.span] + 1
+            break
+        if cur.span in seen:
+            break
+        seen.add(cur.span)
+        chain.append(cur)
+        cur = index.get(cur.parent) if cur.parent else None
+    for k, c in enumerate(reversed(chain)):
+        memo.setdefault(c.span, base + k)
+    return memo[s.span]
+
+
+@dataclass
+class RunItems:
+    items: list[Item]
+    tools: dict[str, core.ToolSchema | None] | None  # the recorded allow-list with schemas
+    schemas: dict[str, core.ToolSchema | None]  # per-tool schemas recorded on tool spans
+    recorded: list[str]  # what the run records: messages, executions, tool definitions, ...
+    notes: list[str]  # how the conversation was read where the recording was incomplete
+
+
+def _call(p: Part, path: str, line: int) -> Call:
+    args = p.args
+    if args is None:
+        args = {}
+    parsed = _maybe_json(args) if isinstance(args, str) else args
+    if isinstance(args, str) and not isinstance(parsed, dict):
+        try:
+            parsed = _json.loads(args)
+        except _json.JsonError:
+            parsed = args
+    ok = isinstance(parsed, dict) and core.is_json(parsed)
+    return Call(p.id, p.name, parsed, ok, path, line)
+
+
+def run_items(run: Run) -> RunItems:
+    """The conversation and executions of a run as transcript items (see _transcripts.check_items)."""
+    items: list[Item] = []
+    chats = [s for s in run.spans if s.op == "chat"]
+    tools_spans = [s for s in run.spans if s.op == "tool"]
+    msgs = [chat_messages(s) for s in chats]
+    recorded: list[str] = []
+    notes: list[str] = []
+    if any(m[0] is not None or m[1] is not None for m in msgs):
+        recorded.append("messages")
+    if tools_spans:
+        recorded.append("executions")
+    defs: dict[str, core.ToolSchema | None] | None = None
+    for s in chats:
+        d = tool_definitions(s)
+        if d is not None:
+            defs = {**(defs or {}), **d}
+    if defs is not None:
+        recorded.append("tool definitions")
+    schemas: dict[str, core.ToolSchema | None] = {}
+    execs: dict[int, Execution] = {}
+    for s in tools_spans:
+        x, schema, has_schema = execution(s)
+        execs[id(s)] = x
+        if has_schema and isinstance(x.name, str):
+            schemas[x.name] = schema
+    if schemas and "tool definitions" not in recorded:
+        recorded.append("tool schemas")
+
+    chat_pos = {id(s): k for k, s in enumerate(chats)}
+    for pos, s in enumerate(run.spans):
+        if s.op == "tool":
+            items.append(Item("execution", pos, s.path, s.line, execution=execs[id(s)]))
+            continue
+        k = chat_pos[id(s)]
+        inp, out, in_key, out_key = msgs[k]
+        base = f"{s.path}.attributes"
+        if k == 0:
+            items.append(Item("user", pos, f"{base}['{in_key}']", s.line))
+        elif inp is not None:
+            prev = msgs[k - 1][0]
+            if prev is not None and len(inp) >= len(prev) and inp[:len(prev)] == prev:
+                start = len(prev)  # the history grew by appending: what is new since the previous model call
+            else:
+                start = max((j for j, m in enumerate(inp) if m.role == "assistant"), default=-1) + 1
+                if prev is not None:
+                    notes.append(f"model call {k + 1}'s input does not extend the previous one's: results are read "
+                                 "after its last assistant message")
+            for j, m in enumerate(inp[start:], start=start):
+                where = f"{base}['{in_key}'][{j}]"
+                for p in m.parts:
+                    if p.type == "tool_call_response":
+                        items.append(Item("result", pos, where, s.line,
+                                          result=Result(p.id, p.content, None, where, s.line)))
+                if m.role == "user" and any(p.type == "text" for p in m.parts):
+                    items.append(Item("user", pos, where, s.line))
+        # what the model answered
+        calls = [p for m in (out or []) for p in m.calls()]
+        where_out = f"{base}['{out_key}']"
+        if not calls and k + 1 < len(chats):
+            nxt = msgs[k + 1][0]
+            hist = _proposal_from_history(nxt, inp)
+            if hist:
+                calls = hist
+                where_out = f"{chats[k + 1].path}.attributes['{msgs[k + 1][2]}']"
+                notes.append(f"the calls of model call {k + 1} are read from the next request's history (its "
+                             "recorded output holds no tool calls)")
+        if calls:
+            items.append(Item("proposal", pos, where_out, s.line,
+                              [_call(p, f"{where_out}.tool_call[{j}]", s.line) for j, p in enumerate(calls)]))
+        elif out is not None:
+            items.append(Item("final", pos, where_out, s.line))
+        elif k + 1 == len(chats):
+            notes.append("the last model call's output is not recorded: whether it was the final answer is unknown")
+    return RunItems(items, defs, schemas, recorded, notes)
+
+
+def _proposal_from_history(nxt: list[Message] | None, inp: list[Message] | None) -> list[Part]:
+    if nxt is None:
+        return []
+    start = len(inp) if inp is not None and len(nxt) >= len(inp) else 0
+    for m in nxt[start:]:
+        if m.role == "assistant" and m.calls():
+            return m.calls()
+    return []
+
+
+#: What a telemetry run can witness, by what it records.
+def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | None] | None,
+               schemas: Mapping[str, core.ToolSchema | None], all_rules: Sequence[str]) -> dict[str, list[str]]:
+    verified: list[str] = []
+    assumed: list[str] = []
+    msgs = "messages" in recorded
+    execs = "executions" in recorded
+    if msgs:
+        verified += ["R11", "R28"]
+        if execs:
+            verified += ["R2", "R6", "R7", "R12"]
+        else:
+            assumed += ["R2", "R6", "R7"]
+        if execs and tools is not None:
+            verified.append("R3")
+        known = dict(schemas) if tools is None else dict(tools)
+        if execs and known and all(v is not None for v in known.values()):
+            verified.append("R4")
+    order = {r: k for k, r in enumerate(all_rules)}
+    verified.sort(key=lambda r: order.get(r, 999))
+    assumed.sort(key=lambda r: order.get(r, 999))
+    return {"verified": verified, "assumed": assumed,
+            "notWitnessed": [r for r in all_rules if r not in verified and r not in assumed and r != "R0"]}
+
+
+def iter_concatenated(text: str, first_line: int = 1) -> Iterator[tuple[int, Json] | tuple[int, ValueError]]:
+    """JSON values written one after the other (the console exporter's output): (line, value) pairs;
+    a value that does not parse ends the iteration with (the line of the error, error). The standard library's scanner
+    only finds where each value ends; the value itself is parsed by the oracle's loader (its limits and
+    messages)."""
+    import json
+
+    dec = json.JSONDecoder(parse_constant=_no_constant)
+    pos, n = 0, len(text)
+    line = first_line
+    ws = re.compile(r"\s*")
+    while True:
+        m = ws.match(text, pos)
+        assert m is not None
+        line += text.count("\n", pos, m.end())
+        pos = m.end()
+        if pos >= n:
+            return
+        try:
+            _, end = dec.raw_decode(text, pos)
+        except RecursionError:
+            yield line, ValueError("nested too deeply")
+            return
+        except ValueError as exc:  # where the scanner stopped
+            at = getattr(exc, "lineno", None)
+            yield (first_line + at - 1 if isinstance(at, int) else line), exc
+            return
+        try:
+            value = _json.loads(text[pos:end])
+        except ValueError as exc:
+            yield line, exc
+            return
+        yield line, value
+        line += text.count("\n", pos, end)
+        pos = end
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,190 @@
+"""``loopspec fuzz`` against hostile implementations (issue 14): each case runs the CLI as a child
+with a wall-clock limit and asserts the exact exit code (never 70), the finding's rule and kind, a
+bounded peak RSS measured from the child, nothing left running, and every file written parses as
+strict JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .runner import TAG, _tagged, assert_all_json_parses, assert_sane, run_cli, strict_json, written_files
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+IMPL = Path(__file__).resolve().parent / "impls" / "hostile_impl.py"
+EXAMPLE = ROOT / "examples" / "python" / "executor.py"
+
+
+def impl(mode: str) -> str:
+    return f"{sys.executable} {IMPL} {mode}"
+
+
+def fuzz(out: Path, target: str, *extra: str, wall: float = 60.0) -> object:
+    return run_cli(["fuzz", "--impl", target, "--out", str(out), "--seed", "1", "--quiet", *extra], wall=wall)
+
+
+def findings(out: Path) -> dict[str, dict]:
+    doc = strict_json((out / "campaign.json").read_text(encoding="utf-8"))
+    return {f["rule"]: f for f in doc["findings"]}  # type: ignore[index]
+
+
+def case(out: Path, rule: str) -> dict:
+    return strict_json((out / f"{rule}.json").read_text(encoding="utf-8"))  # type: ignore[return-value]
+
+
+def observed_error(out: Path, rule: str) -> dict:
+    return case(out, rule)["verdict"]["violation"]["observed"]
+
+
+def protocol_errors(out: Path) -> dict[str, str]:
+    """code -> kind of the protocol error each reported case's failing step ended with."""
+    errs = {}
+    for rule in findings(out):
+        perr = case(out, rule)["verdict"]["observed"].get("protocolError")
+        if perr:
+            errs[perr["code"]] = perr["kind"]
+    return errs
+
+
+# --------------------------------------------------------------------------------------------
+# Hangs: a deadline per request from when it was sent, unsolicited traffic bounded
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("mode", "code", "kind"), [
+    ("blank-lines", "P2", "timeout"),           # a blank line every 50 ms: the deadline still ends it
+    ("notifications", "P4", "unsolicited-traffic"),
+    ("tool-flood", "P4", "flood"),
+])
+def test_a_busy_pipe_never_hangs_the_fuzzer(mode: str, code: str, kind: str, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    run = fuzz(tmp_path, impl(mode), "--timeout", "1", "--max-examples", "5", "--shrink-time", "3", wall=90)
+    assert_sane(run, exit_code=1, max_rss_mb=300)
+    assert time.monotonic() - t0 < 60
+    # the run ended with the protocol error (an executed flood is judged first: R1, unproposed calls)
+    assert protocol_errors(tmp_path).get(code) == kind, findings(tmp_path)
+    assert_all_json_parses(written_files(tmp_path))
+
+
+def test_endless_model_requests_are_a_flood_finding(tmp_path: Path) -> None:
+    run = fuzz(tmp_path, impl("model-flood"), "--mode", "loop", "--timeout", "2", "--max-examples", "5",
+               "--shrink-time", "3", wall=90)
+    assert_sane(run, exit_code=1, max_rss_mb=300)
+    assert protocol_errors(tmp_path).get("P4") == "flood", findings(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# Orphans: the implementation's process group is ended; the finding names the real cause
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_child_holding_the_pipes_is_ended_and_the_exit_is_named(tmp_path: Path) -> None:
+    run = fuzz(tmp_path, impl("fork-holder"), "--timeout", "5", "--max-examples", "5", "--shrink-time", "3",
+               wall=90)
+    assert_sane(run, exit_code=1, max_rss_mb=300)  # includes: no process left running
+    err = observed_error(tmp_path, "P1")
+    assert err["kind"] == "exited" and "exit status 3" in err["detail"], err
+    assert "still open" in err["detail"]  # the cause: a process it started holds the pipe
+
+
+# --------------------------------------------------------------------------------------------
+# Values that broke the writer: big integers, deep nesting, NaN / Infinity, invalid UTF-8
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("mode", "kind"), [
+    ("bigint", "integer-too-long"), ("deep", "too-deep"), ("nan", "non-finite-number"),
+    ("infinity", "non-finite-number"), ("invalid-utf8", "invalid-utf8"),
+])
+def test_hostile_values_are_P3_findings_and_every_file_is_strict_json(mode: str, kind: str, tmp_path: Path) -> None:
+    run = fuzz(tmp_path, impl(mode), "--max-examples", "5", "--shrink-time", "3")
+    assert_sane(run, exit_code=1, max_rss_mb=300)
+    assert observed_error(tmp_path, "P3")["kind"] == kind
+    assert_all_json_parses(written_files(tmp_path))
+
+
+# --------------------------------------------------------------------------------------------
+# Attribution, stale files, the stderr log
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_late_tool_execute_is_a_finding_of_its_own_step(tmp_path: Path) -> None:
+    run = fuzz(tmp_path, impl("late-execute"), "--max-examples", "20", "--shrink-time", "5")
+    assert_sane(run, exit_code=1, max_rss_mb=300)
+    found = findings(tmp_path)
+    assert set(found) == {"P4"}, found  # never blamed on the next step as R1, R5, R11-R13
+    c = case(tmp_path, "P4")
+    assert c["verdict"]["violation"]["kind"] == "late-request"
+    assert "tool.execute" in c["verdict"]["violation"]["observed"]["detail"]
+    assert len(c["steps"]) == 1
+
+
+def test_stale_provisional_cases_are_removed(tmp_path: Path) -> None:
+    stale = {"format": "loopspec-fuzz-case/1", "provisional": True, "steps": []}
+    (tmp_path / "R6.json").write_text(json.dumps(stale, indent=2))
+    (tmp_path / "R6.txt").write_text("loopspec fuzz: divergence R6\n")
+    (tmp_path / "notes.json").write_text("{}")  # not ours: kept
+    run = fuzz(tmp_path, f"{sys.executable} {EXAMPLE}", "--max-examples", "5")
+    assert_sane(run, exit_code=0)
+    assert not (tmp_path / "R6.json").exists() and not (tmp_path / "R6.txt").exists()
+    assert (tmp_path / "notes.json").exists()
+
+
+def test_the_stderr_log_is_bounded_and_never_follows_a_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "impl-stderr.log").symlink_to(victim)
+    run = fuzz(out, impl("stderr-flood"), "--max-examples", "30", wall=90)
+    assert_sane(run, exit_code=0, max_rss_mb=300)
+    assert victim.read_text() == "precious\n"
+    log = out / "impl-stderr.log"
+    assert not log.is_symlink() and 0 < log.stat().st_size <= 600 * 1024
+    assert b"bytes of stderr left out here" in log.read_bytes()
+
+
+# --------------------------------------------------------------------------------------------
+# Ctrl-C and --shrink-time are honoured; campaign.json is written on the way out
+# --------------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_writes_campaign_json_and_leaves_nothing_running(tmp_path: Path) -> None:
+    tag = os.urandom(8).hex()
+    env = dict(os.environ, **{TAG: tag}, PYTHONHASHSEED="0")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopspec", "fuzz", "--impl", impl("blank-lines"), "--out", str(tmp_path),
+         "--timeout", "30", "--max-examples", "5", "--quiet"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(4)  # well inside the 30 s deadline of the first step
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    left = _tagged(tag)
+    for pid, _ in left:
+        os.kill(pid, signal.SIGKILL)
+    assert proc.returncode in (1, 130), (proc.returncode, out, err)
+    assert b"Traceback" not in err
+    doc = strict_json((tmp_path / "campaign.json").read_text())
+    assert doc["interrupted"] is True  # type: ignore[index]
+    assert not left, left
+    assert_all_json_parses(written_files(tmp_path))
+
+
+def test_shrink_time_bounds_the_campaign_after_the_first_divergence(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    run = fuzz(tmp_path, f"{sys.executable} {EXAMPLE} --bug replay-reexecutes", "--max-examples", "100000",
+               "--shrink-time", "2", wall=120)
+    assert_sane(run, exit_code=1)
+    assert time.monotonic() - t0 < 40
+    assert "R6" in findings(tmp_path)
