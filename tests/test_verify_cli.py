@@ -108,9 +108,9 @@ def test_progress_goes_to_stderr_only_when_asked(capsys: pytest.CaptureFixture[s
 
 def test_crosscheck_command_at_a_small_bound(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["verify", "--crosscheck", "--bound", "batch.calls=2", "--bound", "batch.ids=2",
-               "--bound", "loop.calls=1", "--bound", "loop.ids=2"])
+               "--bound", "loop.calls=1", "--bound", "loop.ids=2", "--bound", "concurrent.calls=2"])
     out = capsys.readouterr().out
-    assert rc == 0 and out.count("agree") == 4
+    assert rc == 0 and out.count("agree") == 6
 
 
 def test_outputs_validate_against_the_published_schemas(tmp_path: Path) -> None:

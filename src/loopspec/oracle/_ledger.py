@@ -205,6 +205,9 @@ def run_config(raw: Json, run_id: str) -> tuple[RunConfig, LoopConfig]:
             raise TraceError(f"config.{k}", "missing")
     if not isinstance(raw["batch"], bool):
         raise TraceError("config.batch", "must be true or false")
+    if raw.get("concurrency") is not None:
+        raise TraceError("config.concurrency", "a run with executions in the background (SPEC.md section 5): this "
+                                               "oracle does not read such ledgers yet")
     params = {k: raw[k] for k in ("tools", "limits", "mode", "onLimit", "principal")}
     lc = parse_loop_config(params)
     rc = RunConfig(schemas=lc.schemas, limits=lc.limits, mode=lc.mode, on_limit=lc.on_limit, principal=lc.principal,

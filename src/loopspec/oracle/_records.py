@@ -37,6 +37,9 @@ LEDGER_NOT_WITNESSED: Final[Mapping[str, str]] = {
            "ledger (the code is checked)",
     "R25": "outputs are recorded as digests of the projected value: whether undeclared fields were projected away "
            "cannot be seen",
+    **{r: "section 5 (concurrent execution): this oracle reads ledgers of sequential runs only, and reports a "
+          "ledger whose run executes in the background as unreadable" for r in ("R29", "R30", "R31", "R32", "R33",
+                                                                               "R34", "R35")},
 }
 
 
