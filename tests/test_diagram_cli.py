@@ -125,7 +125,7 @@ def test_custom_spec_file(tmp_path) -> None:
     from loopspec._spec import default_spec_path
 
     spec = tmp_path / "my.toml"
-    spec.write_text(default_spec_path().read_text(encoding="utf-8").replace('spec_version = "1.0.0"',
+    spec.write_text(default_spec_path().read_text(encoding="utf-8").replace('spec_version = "1.1.0"',
                                                                                'spec_version = "9.9.9"'))
     out = tmp_path / "o"
     assert main(["diagram", "--spec", str(spec), "--out", str(out), "--format", "md"]) == 0

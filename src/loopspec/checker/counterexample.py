@@ -318,9 +318,11 @@ class _Scripted:
         """Section 5: the next entry of the script's schedule (for the engine's ScriptedBackground
         and for the stepper's arrival question alike: both ask at the same points, in order)."""
         sched = self.s.schedule or []
-        pick = sched[self.arrivals] if self.arrivals < len(sched) else (pending[0] if must else None)
+        pick = sched[self.arrivals] if self.arrivals < len(sched) else None
         self.arrivals += 1
-        return pick
+        if pick is not None and pick not in pending:
+            pick = None  # the script was recorded for another core, which asked elsewhere
+        return pending[0] if must and pick is None else pick
 
 
 def _tools(script: Script, sc: _Scripted) -> list[Tool]:

@@ -35,6 +35,8 @@ UNREACHABLE: Final = {
     "T16": "no authorization hook in the protocol",
     "T17": "no clock the harness controls (a deadline passing between a request's checks and its start)",
     "T28": "no cancellation in the protocol",
+    **{t: "section 5 (concurrent execution): protocol v1 answers one tool.execute at a time"
+       for t in ("T29", "T30", "T31", "T32", "T33")},
 }
 #: The transitions each mode can reach through the protocol.
 REACHABLE: Final = {
