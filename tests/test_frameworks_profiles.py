@@ -325,3 +325,29 @@ def test_R15_error_text_accepts_a_frameworks_own_text_never_a_canary_unless_exce
     v = judge(leak, profile="openai-agents")
     assert v.violation is not None and v.violation.kind == "exception-text-shown"
     assert judge(leak, profile="langgraph").ok
+
+
+def test_risks_rank_duplicate_side_effects_first_and_name_the_avoiding_setting() -> None:
+    """The risk view: strict divergences ranked by consequence (a call executed twice before an
+    exception shown to the model before the rest); a setting whose campaign did not find the rule is named."""
+    from loopspec.frameworks._risks import consequence, rank_risks
+
+    assert consequence("R6", "replay-reexecuted") == "executed-twice"
+    assert consequence("R7", "executed-despite-id-conflict") == "executed-twice"
+    assert consequence("R9", "executed-despite-budget-exhausted") == "past-budget"
+    assert consequence("R3", "executed-despite-unknown-tool") == "not-allowed"
+    assert consequence("R11", "answer-missing") == "result-lost"
+    assert consequence("R15", "exception-text-shown") == "exception-shown"
+    assert consequence("R28", "wrong-terminal-state") == "final-replaced"
+    assert consequence("R2", "check-order") == "other"
+
+    def row(rule: str, kind: str, status: str = "design-choice") -> dict:
+        return {"rule": rule, "kind": kind, "status": status, "explanation": "Let … Then …", "case": None}
+
+    report = {"rules": [row("R15", "exception-text-shown"), row("R2", "check-order"), row("R16", "x", "conforms"),
+                        {**row("R6", "replay-reexecuted", "deviates"), "observedOnly": ["id_binding"]}]}
+    risks = rank_risks([("langgraph", "loop", report)],
+                       {("langgraph", "loop"): [("handle_tool_errors=text", {"R6", "R2"})]})
+    assert [r.rule for r in risks] == ["R6", "R15", "R2"]
+    assert risks[0].observed_only == ["id_binding"] and risks[0].avoided_by == []
+    assert risks[1].avoided_by == ["handle_tool_errors=text"]

@@ -58,6 +58,9 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
                 params = _explained_by(f, profile)
                 if any(pid in promised for pid in params):
                     choices[f.rule] = (f, [pid for pid in params if pid in promised])
+                elif not params and judge(f.traces[-1], profile=params_for(spec, profile).only(
+                        spec, sorted(promised))).ok:  # no choice alone: the documented ones together
+                    choices[f.rule] = (f, [])
                 else:  # P-EVIDENCE: only what nothing promises explains it: a deviation
                     deviations[f.rule] = f
                     unpromised[f.rule] = params
@@ -155,7 +158,7 @@ def render_report(data: Mapping[str, Json]) -> str:
         elif r["status"] == "deviates" and r.get("observedOnly"):
             extra = (f" — {r['kind']}: explained only by the observed (undocumented) choice "
                      + ", ".join(f"`{p}`" for p in r["observedOnly"]) if r["observedOnly"] else
-                     f" — {r['kind']}: explained only by a combination of choices nothing documents")
+                     f" — {r['kind']}: explained only by a combination of choices that needs an observed one")
         elif r["status"] == "deviates":
             extra = (f" — {r['kind']}: deviates from its documented profile" if prof != "strict"
                      else f" — {r['kind']}")
