@@ -20,13 +20,16 @@ FRAMEWORKS: Final = {
     "pydantic-ai": "loopspec.frameworks.pydantic_ai:PydanticAIExecutor",
     "openai-agents": "loopspec.frameworks.openai_agents:OpenAIAgentsExecutor",
     "langgraph": "loopspec.frameworks.langgraph:LangGraphExecutor",
+    "smolagents": "loopspec.frameworks.smolagents:SmolagentsExecutor",
 }
 
 #: --impl name -> the distribution that provides the framework (and the loopspec extra that installs it)
-PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents", "langgraph": "langgraph"}
+PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents", "langgraph": "langgraph",
+                   "smolagents": "smolagents"}
 
 #: --impl name -> the top-level module the framework's distribution installs
-MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph"}
+MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph",
+                  "smolagents": "smolagents"}
 
 
 def installed(name: str) -> bool:
