@@ -26,6 +26,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from loopspec import _safejson
 from loopspec._judge import default_spec
 from loopspec.oracle import _json
 from loopspec.oracle._stream import LedgerStream
@@ -33,7 +34,7 @@ from loopspec.oracle.corpus import template_runs, write_corpus
 
 
 def parse_only(path: Path) -> int:
-    loads = _json.loads_fast  # the very function the oracle calls (orjson.loads, or the stdlib decoder)
+    loads = _json.raw_parser()  # the bare parser (orjson.loads, or the stdlib decoder), no limit checked
     n = 0
     with path.open("rb") as fh:
         readline = fh.readline
@@ -80,7 +81,7 @@ class _Skeleton:
 
 
 def skeleton(path: Path) -> int:
-    loads = _json.loads_fast
+    loads = _safejson.fast_loader()  # the oracle's own parse, with the loader's limits
     runs: dict[object, _Skeleton] = {}
     n = 0
     with path.open("rb") as fh:

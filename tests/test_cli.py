@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,14 +13,35 @@ from loopspec._spec import default_spec_path
 from loopspec.cli import main
 from loopspec.frameworks import installed
 
+GOLDEN = Path(__file__).resolve().parent / "golden" / "oracle"
+
 
 def loopspec(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "loopspec", *args], capture_output=True, text=True, timeout=300)
 
 
+def _printed_ledger(stdout: str) -> list[str]:
+    """The ledger lines section 2 prints (indented, cut at 160 characters)."""
+    lines = stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if "The run ledger of run" in ln) + 1
+    out = []
+    for ln in lines[start:]:
+        if not ln.startswith("  {"):
+            break
+        out.append(ln[2:])
+    return out
+
+
 def test_demo_shows_the_whole_product(tmp_path: Path) -> None:
-    r = loopspec("demo", "--no-ledger", "--out", str(tmp_path))
+    r = loopspec("demo", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
+    # the oracle (section 6) checks the very run whose ledger section 2 printed
+    printed = _printed_ledger(r.stdout)
+    checked = (tmp_path / "runs.ndjson").read_text().splitlines()
+    assert len(printed) == len(checked) > 20
+    assert all(c == p or (p.endswith("…") and c.startswith(p[:-1])) for p, c in zip(printed, checked, strict=True))
+    assert f"ok   demo-merchants (ledger, {tmp_path / 'runs.ndjson'}:1-{len(checked)}" in r.stdout
+    assert "FAIL demo-merchants (ledger, " in r.stdout  # its tampered copy
     for seed in ("seed-replay-budget-1", "seed-conflict-different-arguments", "seed-budget-0-one-call",
                  "seed-unknown-tool-shell", "seed-invalid-arguments"):
         assert seed in r.stdout
@@ -34,6 +56,31 @@ def test_demo_shows_the_whole_product(tmp_path: Path) -> None:
         assert "loopspec fuzz --impl openai-agents --profile openai-agents" in r.stdout
         assert "DIVERGES: R3" in r.stdout or "is not replayed" in r.stdout
     assert "everything matches the spec" in r.stdout
+
+
+def test_demo_reports_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--engine-only", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # the walkthrough text is not printed: stdout is one document
+    assert doc["format"] == "loopspec-demo/1" and doc["ok"] is True
+    sections = doc["sections"]
+    assert set(sections) == {"batch", "loop", "budget"} and all(s["ok"] for s in sections.values())
+    assert sections["batch"]["differ"] == [] and sections["batch"]["vectors"] == sections["batch"]["match"] > 100
+    assert sections["loop"]["run"] == "demo-merchants" and sections["loop"]["stopReason"] == "FINAL_ANSWER"
+    assert sections["budget"]["stopReason"] == "MAX_REQUESTS" and sections["budget"]["executed"] == 1
+
+
+def test_demo_tampers_the_replay_of_its_own_run() -> None:
+    from loopspec.cli.demo import tamper_replay
+    from loopspec.oracle import read_text_input
+
+    ledger = (GOLDEN / "ledger-pass.ndjson").read_text()
+    one = [ln for ln in ledger.splitlines() if '"run":"replay-conflict"' in ln]
+    assert any('"call_replayed"' in ln for ln in one)
+    good = read_text_input("\n".join(one).encode() + b"\n")
+    bad = read_text_input(tamper_replay("\n".join(one) + "\n").encode())
+    assert [r.verdict for r in good.records] == ["conforms"]
+    (rec,) = bad.records
+    assert rec.violation is not None and rec.violation.rule == "R6"
 
 
 def test_spec_command_validates_the_shipped_spec(capsys: pytest.CaptureFixture[str]) -> None:

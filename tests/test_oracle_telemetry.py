@@ -255,7 +255,7 @@ def test_bad_telemetry_gets_one_line_errors(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stderr
     errs = r.stderr.splitlines()
     assert errs == [
-        f"loopspec check: error: {p}:3: not JSON: Expecting property name enclosed in double quotes",
+        f"loopspec check: error: {p}:3: not JSON: Expecting property name enclosed in double quotes (column 2)",
         f"loopspec check: error: {p}:4: resourceSpans[0].scopeSpans[0].spans[0].traceId: must be a hex id",
         f"loopspec check: error: {p}:5: resourceSpans[0].scopeSpans[0].spans[0].attributes[0]: an attribute must be "
         '{"key": string, "value": AnyValue}',

@@ -1,6 +1,7 @@
 """An installed loopspec works: the wheel, built from the sdist, installed into a fresh virtual environment
 outside the source tree, runs every command from an unrelated directory, the README's Python snippet
-(printing what the README shows) and a pytest run of the ``loopspec_fuzz`` fixture.
+(printing what the README shows) and a pytest run of the ``loopspec_fuzz`` fixture (the example of
+docs/python.md).
 
 What it costs: building both distributions takes about 1 s (hatchling, no build isolation: the test
 extra installs it), the venv is made without pip (the outer pip installs into it with ``--python``) and
@@ -218,18 +219,13 @@ def test_the_readme_snippet_prints_what_the_readme_shows(installed: Installed) -
     assert r.stdout == shown
 
 
-PLUGIN_TEST = '''
-from loopspec.fuzz import ReferenceExecutor
+def test_the_pytest_fixture_with_the_adapter_of_docs_python_md(installed: Installed) -> None:
+    """The fixture run of docs/python.md (its my_adapter.py and test_my_adapter.py), from the installed wheel."""
+    from tests.test_python_docs import extract
 
-
-def test_my_executor_follows_the_spec(loopspec_fuzz):
-    result = loopspec_fuzz(ReferenceExecutor, max_examples=10, seed=1)
-    assert result.ok and result.stats["steps"] > 0
-'''
-
-
-def test_the_pytest_fixture(installed: Installed) -> None:
     _pip(installed.venv, "pytest")  # the user's own test runner: not a dependency of loopspec
-    (installed.work / "test_mine.py").write_text(PLUGIN_TEST, encoding="utf-8")
-    r = installed.run(installed.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mine.py")
+    files, _ = extract()
+    for name in ("my_adapter.py", "test_my_adapter.py"):
+        (installed.work / name).write_text(files[name], encoding="utf-8")
+    r = installed.run(installed.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_adapter.py")
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]

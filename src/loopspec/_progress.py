@@ -194,6 +194,14 @@ class ProgressLine:
                 self.stream.flush()
                 self._shown = False
 
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Clear the line and hold it off while the caller prints elsewhere (e.g. a report on stdout that
+        shares the terminal); the next update draws it again."""
+        with self._lock:
+            self.clear()
+            yield
+
     def echo(self, text: str) -> None:
         """Print a line of text to the progress stream without mixing it into the progress line."""
         with self._lock:

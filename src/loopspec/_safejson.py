@@ -193,6 +193,9 @@ def _digit_run(n: int) -> tuple[re.Pattern[str], re.Pattern[bytes]]:
     return p
 
 
+#: bytes.translate table: every ASCII digit becomes "0", everything else a space.
+_DIGITS_AS_ZERO: Final = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+
 _SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
@@ -359,8 +362,10 @@ def fast_loader(limits: Limits = DEFAULT_LIMITS) -> Callable[[Any], Json]:
     if fn is not None:
         return fn
     max_depth = limits.max_depth
+    shallow = 2 * max_depth + 1  # a shorter text cannot nest deeper than max_depth
     run = min(19, limits.max_int_digits + 1)  # orjson reads up to 64-bit integers exactly
-    s_search, b_search = (p.search for p in _digit_run(run))
+    s_search = _digit_run(run)[0].search
+    zeros = b"0" * run
 
     if _use_orjson:
         oloads = _ORJSON_LOADS
@@ -368,17 +373,23 @@ def fast_loader(limits: Limits = DEFAULT_LIMITS) -> Callable[[Any], Json]:
         oerror = _ORJSON_ERROR
 
         def load(data: Any) -> Json:
-            search = s_search if data.__class__ is str else b_search
-            if search(data) is None:
-                try:
-                    value = oloads(data)
-                except oerror:
+            if data.__class__ is bytes:
+                if zeros in data.translate(_DIGITS_AS_ZERO):  # a long digit run: orjson could turn it to a float
                     return _canonical(data, limits)
-                if data.count("[" if data.__class__ is str else b"[") + data.count(
-                        "{" if data.__class__ is str else b"{") > max_depth and _walk(value, limits, False):
-                    raise _depth_error(limits, data if data.__class__ is str else bytes(data).decode("utf-8"))
-                return value
-            return _canonical(data, limits)
+                deep = len(data) > shallow and data.count(b"[") + data.count(b"{") > max_depth
+            elif data.__class__ is str:
+                if s_search(data) is not None:
+                    return _canonical(data, limits)
+                deep = len(data) > shallow and data.count("[") + data.count("{") > max_depth
+            else:
+                return load(bytes(data))
+            try:
+                value = oloads(data)
+            except oerror:
+                return _canonical(data, limits)
+            if deep and _walk(value, limits, False):
+                raise _depth_error(limits, data if data.__class__ is str else data.decode("utf-8"))
+            return value
     else:
         def load(data: Any) -> Json:
             return _canonical(data, limits)
@@ -462,11 +473,12 @@ _PLAIN_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _UNSAFE_IN_JSON: Final = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-def dumps(value: Json, *, indent: int | None = None, sort_keys: bool = False) -> str:
+def dumps(value: Json, *, indent: int | None = None, sort_keys: bool = False, compact: bool = True) -> str:
     """Strict JSON text (``NaN``/``Infinity`` refused with ``ValueError``) in which control and
-    bidi characters are escaped, so the output is safe on a terminal and parses everywhere."""
+    bidi characters are escaped, so the output is safe on a terminal and parses everywhere.
+    ``compact``: no spaces after separators (when not indented)."""
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent, sort_keys=sort_keys,
-                      separators=None if indent is not None else (",", ":"))
+                      separators=(",", ":") if compact and indent is None else None)
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

@@ -4,11 +4,32 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+# Characters a terminal may act on (C0 and C1 controls, DEL) or that change what a line shows (bidi
+# overrides and isolates, line and paragraph separators).
+_UNSAFE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` safe to show on a terminal as one line: control characters (newlines and escape
+    sequences included) and bidi controls are shown as ``\\xNN`` / ``\\uNNNN``."""
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def printable_lines(text: str) -> str:
+    """:func:`printable` for each line of a multi-line text of our own (its newlines are kept)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def compact(value: Any, limit: int = 60) -> str:

@@ -19,9 +19,11 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
+from .._engine import EngineError
 from .._spec import SpecError, using_spec
-from ._common import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError
+from ._common import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError, plain_help
 
 __all__ = ["COMMAND_MODULES", "EXIT_FOUND", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
@@ -41,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"loopspec.cli.{name}").register(sub)
+    plain_help(parser)  # help texts come from docstrings: no reST markup on the terminal
     return parser
 
 
@@ -58,10 +61,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # --spec (every command reading the spec has it: _common.add_spec_option) is the default spec
         # for the whole command: the engine, the judge, the checker and the oracle all use it
-        with using_spec(getattr(args, "spec", None)):
+        with using_spec(getattr(args, "spec", None)) as spec:
+            if getattr(args, "spec", None) is not None:
+                _runnable(args, spec)
             return int(args.handler(args))
     except (UsageError, SpecError) as exc:
         print(f"loopspec {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EngineError as exc:
+        if getattr(args, "spec", None) is None:
+            raise_internal(args, exc)
+            return 70
+        # a spec chosen with --spec that the reference engine cannot run is bad input, not a crash
+        print(f"loopspec {args.command}: error: --spec {args.spec}: the reference engine cannot run this spec: {exc}",
+              file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"loopspec {args.command}: interrupted", file=sys.stderr)
@@ -69,12 +82,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # an internal error, not bad input
-        if os.environ.get("LOOPSPEC_DEBUG"):
-            raise
-        print(
-            f"loopspec {args.command}: internal error: {type(exc).__name__}: {exc} "
-            "(set LOOPSPEC_DEBUG=1 for a traceback; please report it)",
-            file=sys.stderr,
-        )
+        raise_internal(args, exc)
         return 70
+
+
+#: Commands that only read the spec's data; every other one runs the reference engine or core on it.
+DATA_ONLY: tuple[str, ...] = ("spec", "diagram")
+
+
+def _runnable(args: argparse.Namespace, spec: Any) -> None:
+    """A spec chosen with --spec must agree with the reference engine before a command runs it on it."""
+    if args.command in DATA_ONLY:
+        return
+    from .._core import check_against_spec
+
+    problems = check_against_spec(spec)
+    if problems:
+        raise EngineError("the spec and the reference engine disagree:\n  " + "\n  ".join(problems)
+                          + "\n(`loopspec spec --spec FILE` lists the differences)")
+
+
+def raise_internal(args: argparse.Namespace, exc: Exception) -> None:
+    """Report an internal error in one line (re-raise it with LOOPSPEC_DEBUG=1)."""
+    if os.environ.get("LOOPSPEC_DEBUG"):
+        raise exc
+    print(
+        f"loopspec {args.command}: internal error: {type(exc).__name__}: {exc} "
+        "(set LOOPSPEC_DEBUG=1 for a traceback; please report it)",
+        file=sys.stderr,
+    )
 

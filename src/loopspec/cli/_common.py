@@ -16,6 +16,7 @@ with the same help text, everywhere:
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from typing import IO, Final
 
@@ -31,6 +32,8 @@ __all__ = [
     "add_format_option",
     "add_progress_option",
     "add_spec_option",
+    "plain",
+    "plain_help",
     "progress_line",
 ]
 
@@ -51,6 +54,30 @@ FORMAT_HELP: Final = {
     "text": "a report for people",
     "json": "one JSON document on stdout, for programs",
 }
+
+
+_MARKUP: Final = re.compile(r":(?:func|mod|class|meth|data|attr|exc|ref):`~?([^`]+)`|``([^`]+)``|\*\*([^*]+)\*\*")
+
+
+def plain(text: str | None) -> str | None:
+    """A docstring's reST markup as plain text for ``--help``: ``code``, **bold** and :role:`x` lose their marks."""
+    if not text:
+        return text
+    return _MARKUP.sub(lambda m: next(g for g in m.groups() if g is not None), text)
+
+
+def plain_help(parser: argparse.ArgumentParser) -> None:
+    """Make every help text of ``parser`` and its subcommands plain text (see :func:`plain`)."""
+    parser.description = plain(parser.description)
+    parser.epilog = plain(parser.epilog)
+    for action in parser._actions:
+        if isinstance(action.help, str) and action.help is not argparse.SUPPRESS:
+            action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
+            for sub in dict.fromkeys(action.choices.values()):
+                plain_help(sub)
 
 
 def add_spec_option(parser: argparse.ArgumentParser, *aliases: str) -> argparse.Action:

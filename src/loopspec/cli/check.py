@@ -13,16 +13,20 @@ since the check is then incomplete. The summary line always counts all three.
 from __future__ import annotations
 
 import argparse
-import json
+import io
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from .._text import paint, use_color
+from .. import _safejson
+from .._progress import Status
+from .._spec import default_spec_path
+from .._text import paint, printable, use_color
 from ..oracle._check import (
     INPUT_FORMATS,
     TELEMETRY_FORMATS,
@@ -32,9 +36,16 @@ from ..oracle._check import (
     iter_check_file,
 )
 from ..oracle._histories import FORMATS as HISTORY_FORMATS
-from ..oracle._records import LEDGER_NOT_WITNESSED, InputError, RunRecord, Summary
+from ..oracle._records import LEDGER_NOT_WITNESSED, MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
 from ..oracle._stream import DEFAULT_MAX_LINE, Options
-from ._common import EXIT_USAGE, UsageError
+from ._common import (
+    EXIT_USAGE,
+    UsageError,
+    add_format_option,
+    add_progress_option,
+    add_spec_option,
+    progress_line,
+)
 
 Json = Any
 
@@ -52,7 +63,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="ledgers, traces, OpenTelemetry exports, histories or transcripts ('-' reads stdin)")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+    add_spec_option(p)
+    add_format_option(p, meanings={"json": "every run's verdict, the input errors and the summary as one JSON "
+                                            "document on stdout"})
     p.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
                    help="what the files hold (default: auto, decided per file)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -67,6 +80,7 @@ def register(sub: Any) -> None:
                    help="validate every ledger event against spec/schema/ledger-event.schema.json (slower)")
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE, metavar="N",
                    help=f"skip (and report) lines longer than N bytes (default {DEFAULT_MAX_LINE})")
+    add_progress_option(p)
     p.set_defaults(handler=handle)
 
 
@@ -77,11 +91,14 @@ def register(sub: Any) -> None:
 
 def _loc(rec: RunRecord) -> str:
     a, b = rec.lines
-    return f"{rec.file}:{a}" + (f"-{b}" if b != a else "")
+    return f"{printable(rec.file)}:{a}" + (f"-{b}" if b != a else "")
 
 
 def record_text(rec: RunRecord, color: bool = False) -> str:
+    """A run's verdict for people. Every string that comes from the input (run ids, file names, the
+    explanation's quotes) is shown with its control characters escaped."""
     n = f"{rec.events} event{'s' if rec.events != 1 else ''}"
+    run = printable(rec.run)
     if rec.verdict == "conforms":
         s = rec.summary
         what = f"{s.get('status')}/{s.get('stopReason')}" if "status" in s and s.get("status") else (
@@ -94,13 +111,14 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
             tail = f"; verified {' '.join(rec.checks.get('verified', ())) or 'nothing'}" + tail
             if s.get("executions") is not None:
                 what += f", {s['executions']} execution(s)"
-        return f"{paint('ok', '32', color)}   {rec.run} ({rec.input}, {_loc(rec)}, {n}): {what}{tail}"
+        return f"{paint('ok', '32', color)}   {run} ({rec.input}, {_loc(rec)}, {n}): {printable(what)}{tail}"
     if rec.verdict == "unreadable":
-        return (f"{paint('UNREADABLE', '33;1', color)} {rec.run} ({rec.input}, {rec.file}:{rec.error_line}): "
-                f"{rec.error}")
+        return (f"{paint('UNREADABLE', '33;1', color)} {run} ({rec.input}, {printable(rec.file)}:{rec.error_line}): "
+                f"{printable(rec.error or '')}")
     v = rec.violation
-    assert v is not None
-    head = f"{paint('FAIL', '31;1', color)} {rec.run} ({rec.input}, {_loc(rec)}, {n}): {v.rule} {v.kind}"
+    if v is None:  # pragma: no cover - a violating record always carries its violation
+        return f"{paint('FAIL', '31;1', color)} {run} ({rec.input}, {_loc(rec)}, {n})"
+    head = f"{paint('FAIL', '31;1', color)} {run} ({rec.input}, {_loc(rec)}, {n}): {v.rule} {v.kind}"
     if v.invariant:
         head += f", invariant {v.invariant}"
     at = rec.at or {}
@@ -108,15 +126,15 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
     if at.get("event") is not None:
         where.append(f"event {at['event']}")
     if at.get("seq") is not None:
-        where.append(f"seq {at['seq']}")
+        where.append(f"seq {printable(str(at['seq']))}")
     if at.get("path"):
-        where.append(str(at["path"]))
+        where.append(printable(str(at["path"])))
     if at.get("line") is not None:
         where.append(f"line {at['line']}")
     if rec.amends:
         where.append("after the run was reported as conforming")
     lines = [head + (f" — at {', '.join(where)}" if where else "")]
-    lines += ["  " + x for x in v.explanation.splitlines()]
+    lines += ["  " + printable(x) for x in v.explanation.splitlines()]
     if v.invariants:
         lines.append(f"  Invariants the observed behaviour breaks: {', '.join(v.invariants)}")
     if rec.prefix is not None and "events" in rec.prefix:
@@ -133,28 +151,37 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
 
 def _safe_json(value: Json) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
+        return _safejson.dumps(value, indent=2)
     except (RecursionError, ValueError, TypeError):
-        return json.dumps(_truncate(value, 32), ensure_ascii=False, indent=2, default=repr)
+        return _safejson.dumps(_truncate(value, 32), indent=2)
 
 
 def _truncate(value: Json, depth: int) -> Json:
+    """A copy of ``value`` that JSON can always hold: nesting cut at ``depth``, anything else that is
+    not JSON (a non-finite number, an object) shown as text."""
     if depth <= 0:
         return "<nested too deeply to show>"
     if isinstance(value, dict):
-        return {k: _truncate(v, depth - 1) for k, v in value.items()}
-    if isinstance(value, list):
+        return {str(k): _truncate(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
         return [_truncate(v, depth - 1) for v in value]
-    return value
+    if isinstance(value, float) and value - value != 0.0:
+        return repr(value)
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return repr(value)
 
 
 class JsonWriter:
-    """Streams ``{"runs": [...], "inputErrors": [...], "summary": {...}, "assumptions": {...}}``."""
+    """Streams ``{"runs": [...], "inputErrors": [...], "summary": {...}, "assumptions": {...}}``.
+    The input errors listed are the first :data:`~loopspec.oracle._records.MAX_ERRORS_SHOWN` of each
+    file (the summary counts them all, and ``inputErrorsNotListed`` says how many are not listed)."""
 
     def __init__(self, out: IO[str]) -> None:
         self.out = out
         self.n = 0
         self.errors: list[InputError] = []
+        self.not_listed = 0
         self.inputs: set[str] = set()
         out.write('{\n"runs": [')
 
@@ -163,8 +190,11 @@ class JsonWriter:
         self.n += 1
         self.inputs.add(rec.input)
 
-    def error(self, e: InputError) -> None:
-        self.errors.append(e)
+    def error(self, e: InputError, listed: bool = True) -> None:
+        if listed:
+            self.errors.append(e)
+        else:
+            self.not_listed += 1
 
     def close(self, summary: Summary) -> None:
         notes: dict[str, Json] = {}
@@ -175,9 +205,12 @@ class JsonWriter:
         if "ledger" in self.inputs:
             notes.setdefault("ledger", {})
             notes["ledger"] = {"assumed": notes["ledger"], "notWitnessed": dict(LEDGER_NOT_WITNESSED)}
-        self.out.write("\n],\n" + '"inputErrors": ' + json.dumps([e.to_json() for e in self.errors], ensure_ascii=False)
-                       + ',\n"summary": ' + json.dumps(summary.to_json(), ensure_ascii=False)
-                       + ',\n"assumptions": ' + json.dumps(notes, ensure_ascii=False) + "\n}\n")
+        summ = summary.to_json()
+        if self.not_listed:
+            summ["inputErrorsNotListed"] = self.not_listed
+        self.out.write("\n],\n" + '"inputErrors": ' + _safejson.dumps([e.to_json() for e in self.errors], compact=False)
+                       + ',\n"summary": ' + _safejson.dumps(summ, compact=False)
+                       + ',\n"assumptions": ' + _safejson.dumps(notes, compact=False) + "\n}\n")
 
 
 def _indent(text: str) -> str:
@@ -214,7 +247,7 @@ def write_diagram(out_dir: Path, rec: RunRecord, spec_file: str | None = None) -
     trace = Trace(tuple(tr["path"]), tr.get("failed"), tr.get("start"), str(tr.get("label", "")))
     ov = make_overlay(machine, trace)
     written: list[Path] = []
-    files = {"path.json": json.dumps(dict(tr), indent=2) + "\n", "machine-trace.dot": machine_dot(machine, ov),
+    files = {"path.json": _safejson.dumps(dict(tr), indent=2) + "\n", "machine-trace.dot": machine_dot(machine, ov),
              "machine-trace.mmd": machine_mermaid(machine, ov),
              "machine-trace.md": overlay_markdown(machine, ov, image="machine-trace.svg")}
     for fname, text in files.items():
@@ -239,13 +272,15 @@ def _file_job(args: tuple[str, str, Options]) -> FileResult:
     return check_file(path, input_format=fmt, options=opts)
 
 
-def results(files: Sequence[str], fmt: str, opts: Options, jobs: int) -> Iterator[tuple[RunRecord | InputError,
-                                                                                           Summary | None]]:
-    """Records and errors in file order; a file's summary follows its last item (as the second element)."""
+def results(files: Sequence[str], fmt: str, opts: Options, jobs: int,
+            on_open: Callable[[IO[bytes]], None] | None = None) -> Iterator[tuple[RunRecord | InputError,
+                                                                                  Summary | None]]:
+    """Records and errors in file order; a file's summary follows its last item (as the second element).
+    ``on_open`` sees each file as it is opened (one process only)."""
     if jobs == 1 or len(files) == 1:
         for f in files:
             s = Summary()
-            for item in iter_check_file(f, input_format=fmt, options=opts, summary=s):
+            for item in iter_check_file(f, input_format=fmt, options=opts, summary=s, on_open=on_open):
                 yield item, None
             yield _END, s
         return
@@ -262,6 +297,71 @@ def results(files: Sequence[str], fmt: str, opts: Options, jobs: int) -> Iterato
 _END: Any = object()
 
 
+class _Reading:
+    """How far the check has read, for the progress line: bytes of the files (read position of the open
+    one, sampled from a thread without touching the reader), or files done with --jobs > 1."""
+
+    def __init__(self, files: Sequence[str], parallel: bool) -> None:
+        self.parallel = parallel
+        self.files = len(files)
+        sizes = []
+        for f in files:
+            try:
+                sizes.append(os.stat(f).st_size if f != "-" and os.path.isfile(f) else None)
+            except OSError:
+                sizes.append(0)
+        self.total = None if any(x is None for x in sizes) else sum(x or 0 for x in sizes)
+        self.sizes = sizes
+        self.done_files = 0
+        self.done_bytes = 0
+        self.fd: int | None = None
+        self.runs = 0
+        self.violations = 0
+
+    def opened(self, fh: IO[bytes]) -> None:
+        try:
+            self.fd = fh.fileno()
+        except (OSError, ValueError, io.UnsupportedOperation):
+            self.fd = None
+
+    def file_done(self) -> None:
+        size = self.sizes[self.done_files] if self.done_files < len(self.sizes) else None
+        self.done_bytes += size or 0
+        self.done_files += 1
+        self.fd = None
+
+    def status(self, seconds: float) -> Status:
+        phase = f"{self.runs:,} runs checked"
+        if self.parallel or self.total is None:
+            return Status("check", seconds, self.done_files, self.files, "files", findings=self.violations,
+                          finding="violation", phase=phase)
+        pos = 0
+        fd = self.fd
+        if fd is not None and self.done_files < len(self.sizes):
+            try:
+                pos = min(os.lseek(fd, 0, os.SEEK_CUR), self.sizes[self.done_files] or 0)
+            except OSError:
+                pos = 0
+        return Status("check", seconds, self.done_bytes + pos, self.total, "bytes", findings=self.violations,
+                      finding="violation", phase=phase)
+
+
+def _diagram_dir(arg: str | None) -> Path | None:
+    """``--diagram DIR``, checked before any work: a directory (or one that can be made) we can write."""
+    if not arg:
+        return None
+    d = Path(arg)
+    probe = d
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is" if probe == d else f"is under {printable(str(probe))}, which is"
+        raise UsageError(f"--diagram {printable(arg)}: {what} not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"--diagram {printable(arg)}: cannot write in {printable(str(probe))}")
+    return d
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.jobs < 0:
         raise UsageError("--jobs must be 0 (one per CPU) or more")
@@ -269,39 +369,63 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError("--max-line-bytes must be at least 1024")
     if args.files.count("-") > 1:
         raise UsageError("stdin ('-') can be given once")
+    diagram_dir = _diagram_dir(args.diagram)
+    if args.validate:
+        schema = default_spec_path().parent / "schema" / "ledger-event.schema.json"
+        if not schema.is_file():
+            raise UsageError(f"--validate checks events against {schema}, which does not exist")
     opts = Options(max_line=args.max_line_bytes, allow_incomplete=args.allow_incomplete, validate=args.validate)
     color = use_color(sys.stdout) and args.format == "text"
     total = Summary()
     writer = JsonWriter(sys.stdout) if args.format == "json" else None
-    diagram_dir = Path(args.diagram) if args.diagram else None
-    for item, file_summary in results(args.files, args.input_format, opts, args.jobs):
-        if item is _END:
-            assert file_summary is not None
-            total.merge(file_summary)
-            continue
-        if isinstance(item, InputError):
-            print(f"loopspec check: error: {item.text()}", file=sys.stderr)
-            if writer is not None:
-                writer.error(item)
-            continue
-        rec = item
-        if rec.verdict == "unreadable":
-            who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
-            print(f"loopspec check: error: {rec.file}:{rec.error_line}: {who}{rec.error}", file=sys.stderr)
-        if diagram_dir is not None and rec.trace is not None and rec.violation is not None:
-            try:
-                write_diagram(diagram_dir, rec)
-            except Exception as exc:  # a drawing problem never hides the verdict
-                print(f"loopspec check: warning: no diagram for run {rec.run!r}: {exc}", file=sys.stderr)
-        if writer is not None:
-            writer.record(rec)
-        elif rec.verdict != "conforms" or not args.quiet:
-            print(record_text(rec, color))
+    drawn = undrawn = 0
+    shown: Counter[str] = Counter()  # input errors shown per file (the first MAX_ERRORS_SHOWN)
+    line = progress_line(args)
+    reading = _Reading(args.files, parallel=args.jobs != 1 and len(args.files) > 1)
+    with line.ticking(lambda: reading.status(line.elapsed())):
+        for item, file_summary in results(args.files, args.input_format, opts, args.jobs, on_open=reading.opened):
+            if item is _END:
+                assert file_summary is not None
+                total.merge(file_summary)
+                reading.file_done()
+                continue
+            with line.suspended():
+                if isinstance(item, InputError):
+                    listed = shown[item.file] < MAX_ERRORS_SHOWN
+                    if listed:
+                        shown[item.file] += 1
+                        print(f"loopspec check: error: {printable(item.text())}", file=sys.stderr)
+                        if shown[item.file] == MAX_ERRORS_SHOWN:
+                            print(f"loopspec check: error: {printable(item.file)}: more than {MAX_ERRORS_SHOWN} input errors: "
+                                  "the rest are counted, not shown", file=sys.stderr)
+                    if writer is not None:
+                        writer.error(item, listed)
+                    continue
+                rec = item
+                reading.runs += 1
+                reading.violations += rec.violation is not None
+                if rec.verdict == "unreadable":
+                    who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
+                    print(f"loopspec check: error: {printable(rec.file)}:{rec.error_line}: {printable(who + (rec.error or ''))}",
+                          file=sys.stderr)
+                if diagram_dir is not None and rec.trace is not None and rec.violation is not None:
+                    try:
+                        write_diagram(diagram_dir, rec)
+                        drawn += 1
+                    except Exception as exc:  # a drawing problem never hides the verdict
+                        undrawn += 1
+                        print(f"loopspec check: warning: no diagram for run {printable(repr(rec.run))}: "
+                              f"{printable(str(exc))}", file=sys.stderr)
+                if writer is not None:
+                    writer.record(rec)
+                elif rec.verdict != "conforms" or not args.quiet:
+                    print(record_text(rec, color))
     if writer is not None:
         writer.close(total)
     else:
         print(total.line())
-        if diagram_dir is not None and total.violate:
-            print(f"diagrams of the violating runs: {diagram_dir}/")
+        if diagram_dir is not None and drawn:
+            print(f"diagrams of {drawn} violating run(s): {printable(str(diagram_dir))}/"
+                  + (f" ({undrawn} could not be drawn)" if undrawn else ""))
     code = total.exit_code
     return EXIT_USAGE if code == 2 else code

@@ -1,22 +1,49 @@
-"""``loopspec demo``: the whole product at a glance, on the spec's own example cases."""
+"""``loopspec demo``: the whole product at a glance, on the spec's own example cases.
+
+Sections: 1. the reference engine on the spec's seed cases (each answer checked against the
+conformance vectors); 2. a multi-round run of the example merchant tool set, with its ledger;
+3. a runaway model stopped by a budget; 4. the model checker exhausting its default bound and
+refuting a broken core; 5. the fuzzer passing the example executor and catching a buggy one;
+6. the oracle accepting the ledger of section 2 and rejecting a tampered copy of it; 7. that run
+drawn on the spec machine; 8. the installed agent frameworks fuzzed under their profiles.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 from pathlib import Path
 from typing import Any
 
 from .._text import compact, paint, table, use_color
 from .._vectors import load_batch_vectors, run_batch_vector
-from ._common import EXIT_FOUND, EXIT_OK
+from ._common import EXIT_FOUND, EXIT_OK, add_format_option, add_spec_option
+
+Facts = dict[str, Any]
+
+#: the run id of section 2's run (the run whose ledger section 6 checks and section 7 draws)
+DEMO_RUN = "demo-merchants"
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the reference engine over the spec's example cases and print the results")
+    p = sub.add_parser(
+        "demo",
+        help="the whole product in one run: the engine on the spec's cases and a multi-round run with its ledger, "
+             "the model checker, the fuzzer, the oracle on that ledger, its diagram, and the installed agent "
+             "frameworks (about 45 s)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        epilog="Exit codes: 0 everything matches the spec (a framework's deviation is a finding about the framework, "
+               "not a failure of the demo); 1 a mismatch.")
+    add_spec_option(p)
     p.add_argument("--all", action="store_true", help="show every conformance case in detail, not only the seed cases")
     p.add_argument("--no-ledger", action="store_true", help="do not print the example run's ledger")
     p.add_argument("--engine-only", action="store_true", help="only the engine sections (1-3), not the tools (4-8)")
-    p.add_argument("--out", default="out/demo", help="where the tools sections write their files (default out/demo)")
+    p.add_argument("--out", default="out/demo", metavar="DIR",
+                   help="where the tools sections write their files (default out/demo)")
+    add_format_option(p, meanings={"json": "what each section found (exit codes, counts, files written) as one "
+                                            "JSON document on stdout; the walkthrough text is not printed"})
     p.set_defaults(handler=handle)
 
 
@@ -33,7 +60,7 @@ def _result(r: dict[str, Any], replayed: bool) -> str:
     return f"{compact(r['id'], 12)} → {r['code']}"
 
 
-def batch_section(show_all: bool, color: bool) -> bool:
+def batch_section(show_all: bool, color: bool, facts: Facts | None = None) -> bool:
     doc = load_batch_vectors()
     results = [run_batch_vector(c, doc.get("toolsets", {})) for c in doc["cases"]]
     shown = [(c, r) for c, r in zip(doc["cases"], results, strict=True) if show_all or c["id"].startswith("seed-")]
@@ -63,10 +90,15 @@ def batch_section(show_all: bool, color: bool) -> bool:
         print(f"  executed={o.executed}  status={o.status}/{o.stop_reason}  coverage={o.coverage}  → {verdict}\n")
     passed = sum(r.passed for r in results)
     print(f"All {len(results)} batch conformance vectors: {passed} match the spec, {len(results) - passed} differ.\n")
+    if facts is not None:
+        facts["batch"] = {"ok": passed == len(results), "vectors": len(results), "match": passed,
+                          "differ": [r.case_id for r in results if not r.passed]}
     return passed == len(results)
 
 
-def loop_section(color: bool, show_ledger: bool) -> bool:
+def loop_section(color: bool, show_ledger: bool, facts: Facts | None = None) -> tuple[bool, Any]:
+    """Sections 2 and 3; returns whether they match the spec, and section 2's run (its ledger is checked
+    by the oracle section)."""
     from .. import Limits, Turn, run_loop
     from .._core import violated_invariants
     from ..examples.merchants import CANARY, MerchantDirectory
@@ -95,6 +127,7 @@ def loop_section(color: bool, show_ledger: bool) -> bool:
     broken: list[str] = []
     out = run_loop(model, tools=directory.tools(), authorize=directory.authorize, principal="tenant-a",
                    limits=Limits(max_rounds=4, max_executions=6, max_requests=12, max_retries=1), mode="continue",
+                   run_id=DEMO_RUN,
                    observer=lambda st, t: broken.extend(f"{t.id}:{v}" for v in violated_invariants(st)))
     flat = [c for r in script if isinstance(r, list) for c in r]
     rows = []
@@ -108,10 +141,11 @@ def loop_section(color: bool, show_ledger: bool) -> bool:
     print(f"\n  status={out.status}/{out.stop_reason} coverage={out.coverage} final={out.final!r}")
     print(f"  model requests={c['modelRequests']} requests={c['requests']} executions={c['executed']} "
           f"attempts={c['attempts']} (store saw {directory.attempts}) replays={c['replays']} rejections={c['rejections']}")
-    visible = __import__("json").dumps(out.to_json()) + out.ledger.to_ndjson()  # type: ignore[union-attr]
+    visible = json.dumps(out.to_json()) + out.ledger.to_ndjson()  # type: ignore[union-attr]
     print(f"  canary {CANARY!r} in anything visible: {CANARY in visible}; invariant violations: {len(broken)}")
     if show_ledger:
-        print(paint("\n  The run ledger (NDJSON, one event per line; arguments only as digests):", "1", color))
+        print(paint(f"\n  The run ledger of run {DEMO_RUN!r} (NDJSON, one event per line; arguments only as digests; "
+                    "section 6 checks it):", "1", color))
         for line in out.ledger.to_ndjson().splitlines():  # type: ignore[union-attr]
             print("  " + (line if len(line) <= 160 else line[:159] + "…"))
 
@@ -121,9 +155,15 @@ def loop_section(color: bool, show_ledger: bool) -> bool:
     rc = runaway.counters
     print(f"  a model that re-sends the same call forever: status={runaway.status}/{runaway.stop_reason} "
           f"coverage={runaway.coverage}, {rc['requests']} requests, {rc['executed']} execution, {rc['replays']} replays\n")
-    ok = (out.status == "COMPLETED" and not broken and CANARY not in visible
-          and runaway.stop_reason == "MAX_REQUESTS" and runaway.executed == 1)
-    return ok
+    ok2 = out.status == "COMPLETED" and not broken and CANARY not in visible
+    ok3 = runaway.stop_reason == "MAX_REQUESTS" and runaway.executed == 1
+    if facts is not None:
+        facts["loop"] = {"ok": ok2, "run": out.run_id, "status": out.status, "stopReason": out.stop_reason,
+                         "coverage": out.coverage, "counters": out.counters, "invariantViolations": broken,
+                         "canaryVisible": CANARY in visible}
+        facts["budget"] = {"ok": ok3, "status": runaway.status, "stopReason": runaway.stop_reason,
+                           "requests": rc["requests"], "executed": rc["executed"], "replays": rc["replays"]}
+    return ok2 and ok3, out
 
 
 def _cli(argv: list[str]) -> tuple[int, str, str]:
@@ -146,85 +186,109 @@ def _indent(text: str, limit: int = 40) -> str:
     return "\n".join("  " + line for line in lines)
 
 
-def tools_section(color: bool, out_dir: str) -> bool:
-    """Sections 4-8: the model checker, the fuzzer, the oracle, a diagram and the real frameworks, each via its command."""
-    import json
+def example_executor() -> Path | None:
+    """The standalone example executor: examples/python/executor.py of a source tree, or the copy the
+    wheel carries (loopspec/examples/executor.py)."""
+    from .. import examples
+    from .._spec import shipped_spec_path
+
+    for candidate in (shipped_spec_path().parents[1] / "examples" / "python" / "executor.py",
+                      Path(examples.__file__).with_name("executor.py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def tamper_replay(ndjson: str) -> str:
+    """The ledger with its first replay recorded as a second execution of the tool (an R6 violation):
+    the ``call_replayed`` event becomes an ``execution_started`` of the same call."""
+    events = [json.loads(x) for x in ndjson.splitlines()]
+    replayed = next(e for e in events if e["type"] == "call_replayed")
+    ordinal = 1 + sum(1 for e in events if e["type"] == "execution_started" and e["attempt"] == 1
+                      and e["seq"] < replayed["seq"])
+    out = []
+    for e in events:
+        if e is replayed:
+            e = {k: e[k] for k in ("v", "run", "seq", "t")} | {
+                "type": "execution_started", "via": "T20", "step": e["step"], "index": e["index"],
+                "round": e["round"], "callId": e["callId"], "tool": e["tool"], "argsDigest": e["argsDigest"],
+                "ordinal": ordinal, "attempt": 1, "principal": json.loads(ndjson.splitlines()[0])["config"]["principal"]}
+        out.append(json.dumps(e, separators=(",", ":")))
+    return "\n".join(out) + "\n"
+
+
+def tools_section(color: bool, out_dir: str, run: Any, facts: Facts | None = None) -> bool:
+    """Sections 4-8: the model checker, the fuzzer, the oracle (on ``run``'s ledger, section 2's run), a
+    diagram and the real frameworks, each via its command."""
     import shlex
     import sys
 
-    from .. import Ledger, Limits, run_loop
-    from .._spec import default_spec_path
-    from ..examples.merchants import MerchantDirectory
-
+    facts = facts if facts is not None else {}
     ok = True
-    root = default_spec_path().parents[1]
     out = Path(out_dir)
 
     print(paint("== 4. The model checker: every behaviour within a bound", "1", color))
     print("loopspec verify   (the default bounds of spec/bounds.toml; about 10 s)")
     code, text, err = _cli(["verify"])
     print(_indent(text, 14))
-    ok = ok and code == 0
+    ok4 = code == 0
     print("\nA deliberately broken core (a replay re-executes) is refuted with its shortest counterexample:")
-    code, text, err = _cli(["verify", "--scope", "batch", "--bound", "batch.calls=3", "--variant", "replay-re-executes",
-                            "--out", str(out / "verify")])
+    vcode, text, err = _cli(["verify", "--scope", "batch", "--bound", "batch.calls=3", "--variant",
+                             "replay-re-executes", "--out", str(out / "verify")])
     cx = out / "verify" / "counterexample.txt"
     print(_indent(cx.read_text(encoding="utf-8") if cx.is_file() else text + err, 30))
-    ok = ok and code == 1
+    ok4 = ok4 and vcode == 1
+    facts["verify"] = {"ok": ok4, "exit": code, "brokenCore": {"exit": vcode, "counterexample": str(cx)}}
+    ok = ok and ok4
 
-    executor = root / "examples" / "python" / "executor.py"
+    executor = example_executor()
     print(paint("\n== 5. The fuzzer: drive an implementation over the adapter protocol", "1", color))
-    if not executor.is_file():
-        print("  (examples/python/executor.py is not here: run the demo from a clone of the repository)")
+    if executor is None:
+        print("  (the example executor, examples/python/executor.py, is not here: this section is skipped)")
+        facts["fuzz"] = {"ok": True, "skipped": "no example executor"}
     else:
         impl = f"{shlex.quote(sys.executable)} {shlex.quote(str(executor))}"
         print("loopspec fuzz --impl 'python3 examples/python/executor.py' --max-examples 100")
         code, text, err = _cli(["fuzz", "--impl", impl, "--max-examples", "100", "--seed", "1", "--quiet",
                                 "--out", str(out / "fuzz-correct")])
         print(_indent(text + err, 6))
-        ok = ok and code == 0
+        ok5 = code == 0
         print("\nThe same executor started with a bug (--bug replay-reexecutes): the divergence, shrunk and explained:")
-        code, text, err = _cli(["fuzz", "--impl", f"{impl} --bug replay-reexecutes", "--max-examples", "200",
-                                "--seed", "1", "--quiet", "--shrink-time", "15", "--out", str(out / "fuzz-bug")])
+        bcode, text, err = _cli(["fuzz", "--impl", f"{impl} --bug replay-reexecutes", "--max-examples", "200",
+                                 "--seed", "1", "--quiet", "--shrink-time", "15", "--out", str(out / "fuzz-bug")])
         found = sorted((out / "fuzz-bug").glob("R*.txt"))
         print(_indent(found[0].read_text(encoding="utf-8") if found else text + err, 30))
-        ok = ok and code == 1 and bool(found)
+        ok5 = ok5 and bcode == 1 and bool(found)
+        facts["fuzz"] = {"ok": ok5, "correct": {"exit": code}, "buggy": {"exit": bcode, "cases": [str(f) for f in found]}}
+        ok = ok and ok5
 
     print(paint("\n== 6. The oracle: check recorded runs", "1", color))
-    ledger = Ledger()
-    d = MerchantDirectory()
-    script = [[{"id": "c1", "name": "get_merchant", "arguments": {"merchantId": "1001"}}],
-              [{"id": "c1", "name": "get_merchant", "arguments": {"merchantId": "1001"}}], {"final": "ok"}]
-    run_loop(lambda t: script[t.round - 1], tools=d.tools(), authorize=d.authorize, principal="tenant-a",
-             limits=Limits(max_rounds=4), ledger=ledger, run_id="demo-run")
+    ledger = run.ledger.to_ndjson()
     good = out / "runs.ndjson"
     bad = out / "runs-tampered.ndjson"
     out.mkdir(parents=True, exist_ok=True)
-    good.write_text(ledger.to_ndjson(), encoding="utf-8")
-    # tamper: the replayed request (index 1) is recorded as executing the tool again (an R6 violation)
-    events = [json.loads(x) for x in ledger.to_ndjson().splitlines()]
-    first_exec = next(e for e in events if e["type"] == "execution_started")
-    tampered = []
-    for e in events:
-        if e["type"] == "call_replayed":
-            tampered.append(dict(first_exec, index=1, round=2, ordinal=2, seq=e["seq"], step=e["step"], t=e["t"]))
-            continue
-        tampered.append(e)
-    bad.write_text("".join(json.dumps(e) + "\n" for e in tampered), encoding="utf-8")
+    good.write_text(ledger, encoding="utf-8")
+    # tamper: the replayed request of round 2 is recorded as executing the tool again (an R6 violation)
+    bad.write_text(tamper_replay(ledger), encoding="utf-8")
+    print(f"The ledger of section 2's run ({run.run_id!r}), as printed there, checked against the spec:")
     code, text, err = _cli(["check", str(good)])
     print(f"loopspec check {good}  → exit {code}")
     print(_indent(text, 6))
-    ok = ok and code == 0
-    code, text, err = _cli(["check", str(bad)])
-    print(f"\nloopspec check {bad}  (the replay was re-executed)  → exit {code}")
+    ok6 = code == 0 and f"{run.run_id} (ledger" in text
+    tcode, text, err = _cli(["check", str(bad)])
+    print(f"\nloopspec check {bad}  (the same run with its replay recorded as re-executed)  → exit {tcode}")
     print(_indent(text + err, 24))
-    ok = ok and code == 1
+    ok6 = ok6 and tcode == 1
+    facts["oracle"] = {"ok": ok6, "run": run.run_id, "ledger": str(good), "exit": code,
+                       "tampered": {"ledger": str(bad), "exit": tcode}}
+    ok = ok and ok6
 
     print(paint("\n== 7. Diagrams: the run drawn on the spec machine", "1", color))
     code, text, err = _cli(["diagram", "--trace", str(good), "--out", str(out / "diagrams")])
     print(_indent(text + err, 8))
+    facts["diagram"] = {"ok": code == 0, "exit": code, "files": text.split()}
     ok = ok and code == 0
-    ok = frameworks_section(color, out) and ok
+    ok = frameworks_section(color, out, facts) and ok
     print(f"\n(everything above was written under {out}/)\n")
     return ok
 
@@ -239,17 +303,19 @@ _AGENTS_R3 = {"format": "loopspec-fuzz-case/1", "mode": "batch", "profile": "ope
      "script": []}]}
 
 
-def frameworks_section(color: bool, out: Path) -> bool:
+def frameworks_section(color: bool, out: Path, facts: Facts | None = None) -> bool:
     """Section 8: the real agent frameworks that are installed, fuzzed in process under their profiles."""
-    import json
     from importlib.metadata import version
 
     from .._spec import load_spec
     from .._text import write_atomic
     from ..frameworks import FRAMEWORKS, PACKAGES, installed
 
+    facts = facts if facts is not None else {}
     print(paint("\n== 8. Real agent frameworks, in process, judged under their documented profiles", "1", color))
     present = [n for n in FRAMEWORKS if installed(n)]
+    fw: Facts = {"ok": True, "installed": present, "campaigns": {}}
+    facts["frameworks"] = fw
     if not present:
         print("  (none installed: pip install 'loopspec[frameworks]' — docs/frameworks.md has the full report)")
         return True
@@ -259,12 +325,14 @@ def frameworks_section(color: bool, out: Path) -> bool:
         code, text, err = _cli(["fuzz", "--impl", name, "--profile", name, "--max-examples", "15", "--seed", "1",
                                 "--quiet", "--shrink-time", "10", "--out", str(out / "frameworks" / name)])
         print(_indent(text + err, 4))
+        fw["campaigns"][name] = {"version": version(PACKAGES[name]), "exit": code}
         ok = ok and code in (0, 1)  # a deviation is a finding about the framework, not a demo failure
     if "openai-agents" in present:
         tested = load_spec().profile("openai-agents").tested
         if version(PACKAGES["openai-agents"]) != tested:
             print(f"\n(openai-agents is not {tested}, the version docs/frameworks.md measured: its known deviation "
                   "is not replayed)")
+            fw["ok"] = ok
             return ok
         case = out / "frameworks" / "openai-agents-R3.json"
         write_atomic(case, json.dumps(_AGENTS_R3, indent=2) + "\n")
@@ -272,15 +340,29 @@ def frameworks_section(color: bool, out: Path) -> bool:
               "--impl openai-agents")
         code, text, err = _cli(["replay", str(case), "--impl", "openai-agents"])
         print(_indent(text + err, 12))
+        fw["replay"] = {"case": str(case), "exit": code}
         ok = ok and code == 1 and "DIVERGES: R3" in text
+    fw["ok"] = ok
+    return ok
+
+
+def run_demo(args: argparse.Namespace, color: bool, facts: Facts) -> bool:
+    ok = batch_section(args.all, color, facts)
+    ok_loop, run = loop_section(color, not args.no_ledger, facts)
+    ok = ok_loop and ok
+    if not args.engine_only:
+        ok = tools_section(color, args.out, run, facts) and ok
     return ok
 
 
 def handle(args: argparse.Namespace) -> int:
+    facts: Facts = {}
+    if args.format == "json":
+        with contextlib.redirect_stdout(io.StringIO()):
+            ok = run_demo(args, False, facts)
+        print(json.dumps({"format": "loopspec-demo/1", "ok": ok, "sections": facts}, indent=2, ensure_ascii=False))
+        return EXIT_OK if ok else EXIT_FOUND
     color = use_color()
-    ok = batch_section(args.all, color)
-    ok = loop_section(color, not args.no_ledger) and ok
-    if not args.engine_only:
-        ok = tools_section(color, args.out) and ok
+    ok = run_demo(args, color, facts)
     print(paint("demo: everything matches the spec" if ok else "demo: MISMATCH (see above)", "32" if ok else "31;1", color))
     return EXIT_OK if ok else EXIT_FOUND

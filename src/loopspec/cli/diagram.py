@@ -44,7 +44,7 @@ from ..render import (
     read_coverage,
     read_trace,
 )
-from ._common import EXIT_OK, EXIT_USAGE, UsageError
+from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_spec_option
 
 FORMATS: Final = ("svg", "png", "dot", "mermaid", "md")
 EXTENSION: Final = {"svg": "svg", "png": "png", "dot": "dot", "mermaid": "mmd", "md": "md"}
@@ -67,7 +67,7 @@ def register(sub: Any) -> None:
     p.add_argument("--format", action="append", choices=FORMATS,
                    help="a format to write (repeatable; default: all of them)")
     p.add_argument("--out", default="diagrams", metavar="DIR", help="output directory (default: diagrams/)")
-    p.add_argument("--spec", metavar="FILE", help="a spec TOML file (default: the shipped spec/loop.toml)")
+    add_spec_option(p)
     p.add_argument("--trace", metavar="FILE",
                    help='draw a path: {"path": [...], "failed": n} (transition-path.schema.json) or a run ledger (NDJSON)')
     p.add_argument("--coverage", metavar="FILE",
@@ -101,7 +101,11 @@ def _rules(spec: Spec, spec_file: str | None) -> tuple[Any, ...]:
     if spec_file is None:
         return load_rules(None, spec)
     md = Path(spec_file).with_name("SPEC.md")
-    return load_rules(md, spec) if md.is_file() else ()
+    if md.is_file():
+        return load_rules(md, spec)
+    print(f"loopspec diagram: warning: no rules text ({md} does not exist): the diagrams name no rules",
+          file=sys.stderr)
+    return ()
 
 
 def jobs(spec: Spec, rules: tuple[Any, ...], trace_file: str | None, coverage_file: str | None,

@@ -12,12 +12,13 @@ import argparse
 from typing import Any
 
 from ..fuzz._adapter import ReferenceExecutor, serve_stdio
-from ._common import EXIT_OK
+from ._common import EXIT_OK, add_spec_option
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the reference engine as an adapter process on stdin/stdout",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_spec_option(p)
     p.set_defaults(handler=handle)
 
 

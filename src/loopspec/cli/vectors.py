@@ -8,14 +8,20 @@ from typing import Any
 
 from .._text import compact, paint, table, use_color
 from .._vectors import load_batch_vectors, run_batch_vector
-from ._common import EXIT_FOUND, EXIT_OK, UsageError
+from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_spec_option
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("vectors", help="run the spec's conformance vectors through the reference engine")
-    p.add_argument("--file", help="a batch vector file (default: spec/conformance/batch.json)")
-    p.add_argument("--case", action="append", default=[], help="run only this case id (repeatable)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p = sub.add_parser(
+        "vectors", help="run the spec's conformance vectors through the reference engine",
+        description="Run the language-neutral batch conformance vectors through the reference engine and compare "
+                    "every answer with the expectation written in the vector file.",
+        epilog="Exit codes: 0 every vector passes; 1 a vector differs (its fields are listed); 2 unreadable vectors.")
+    add_spec_option(p)
+    p.add_argument("--file", metavar="FILE",
+                   help="a batch vector file (default: conformance/batch.json next to the spec)")
+    p.add_argument("--case", action="append", default=[], metavar="ID", help="run only this case id (repeatable)")
+    add_format_option(p, meanings={"json": "the count, the failing case ids and their differences, on stdout"})
     p.set_defaults(handler=handle)
 
 

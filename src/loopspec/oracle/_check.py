@@ -25,29 +25,33 @@ NDJSON; otherwise the whole file is one document.
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
+from .. import _safejson
 from .._judge import TRACE_FORMAT, TraceError, default_spec, judge
 from .._spec import Spec
-from . import _histories, _json, _telemetry
+from . import _histories, _telemetry
 from ._locate import Located, loads_located
-from ._records import InputError, RunRecord, Summary
+from ._records import MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
 from ._stream import DEFAULT_OPTIONS, LedgerStream, Options, read_lines
 from ._tables import EVENT_TYPES, tables_for
 from ._transcripts import (
     ASSUMPTION,
     FORMATS,
     IMPORTERS,
+    LABELS,
     WITNESSED,
     TranscriptError,
     check_items,
     conversation_body,
     detect_format,
+    formats_shown,
     is_conversation,
 )
 
@@ -62,15 +66,20 @@ _WITNESSED: Final = {**WITNESSED, **_histories.WITNESSED}
 #: Most spans one telemetry file may hold (they are grouped into runs in memory).
 MAX_SPANS: Final = 2_000_000
 
-#: Largest transcript or trace file read whole (a ledger is streamed whatever its size).
-MAX_DOCUMENT: Final = 512 * 1024 * 1024
+#: Said when a transcript or trace file that is one JSON document is past the size limit.
+_NDJSON_HINT: Final = ("; a transcript or trace file that is one JSON document must fit the limit too: write one "
+                       "conversation or trace a line (NDJSON)")
 
 
 @dataclass
 class FileResult:
     records: list[RunRecord] = field(default_factory=list)
-    errors: list[InputError] = field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)  # the first MAX_ERRORS_SHOWN (summary counts all)
     summary: Summary = field(default_factory=Summary)
+
+    def add_error(self, e: InputError) -> None:
+        if len(self.errors) < MAX_ERRORS_SHOWN:
+            self.errors.append(e)
 
 
 def _open(path: str) -> IO[bytes]:
@@ -80,8 +89,10 @@ def _open(path: str) -> IO[bytes]:
 
 
 def iter_check_file(path: str, *, input_format: str = "auto", options: Options = DEFAULT_OPTIONS,
-                    spec: Spec | None = None, summary: Summary | None = None) -> Iterator[RunRecord | InputError]:
-    """Check one file; yields run records and input errors as they come. ``summary`` is updated."""
+                    spec: Spec | None = None, summary: Summary | None = None,
+                    on_open: Callable[[IO[bytes]], None] | None = None) -> Iterator[RunRecord | InputError]:
+    """Check one file; yields run records and input errors as they come. ``summary`` is updated.
+    ``on_open`` is given the opened file (the command line's progress line reads its position)."""
     spec = spec or default_spec()
     summary = summary if summary is not None else Summary()
     summary.files += 1
@@ -100,6 +111,8 @@ def iter_check_file(path: str, *, input_format: str = "auto", options: Options =
         summary.input_errors += 1
         yield InputError(name, None, f"cannot read: {exc.strerror}")
         return
+    if on_open is not None:
+        on_open(fh)
     try:
         for item in _check_open(fh, name, input_format, options, spec, summary):
             if isinstance(item, InputError):
@@ -119,7 +132,10 @@ def check_file(path: str, *, input_format: str = "auto", options: Options = DEFA
                spec: Spec | None = None) -> FileResult:
     res = FileResult()
     for item in iter_check_file(path, input_format=input_format, options=options, spec=spec, summary=res.summary):
-        (res.errors if isinstance(item, InputError) else res.records).append(item)  # type: ignore[arg-type]
+        if isinstance(item, InputError):
+            res.add_error(item)
+        else:
+            res.records.append(item)
     return res
 
 
@@ -138,19 +154,30 @@ def _chain(first: tuple[int, bytes | None, str | None],
 
 def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
                 summary: Summary) -> Iterator[RunRecord | InputError]:
+    limits = opts.limits
     lines = read_lines(fh, opts.max_line)
     first = _first_line(lines)
+    early: list[InputError] = []  # over-long lines before the first readable one
+    while first is not None and first[1] is None:
+        early.append(InputError(name, first[0], first[2] or "unreadable line"))
+        first = _first_line(lines)
     if first is None:
-        yield InputError(name, None, "the file is empty")
+        if early:
+            if len(early) == 1 and fmt != "ledger":
+                e = early[0]
+                early[0] = InputError(e.file, e.line, e.message + _NDJSON_HINT)
+            yield from early
+        else:
+            yield InputError(name, None, "the file is empty")
         return
     n, raw, _err = first
     doc: Json = None
     one_line = False
     if raw is not None:
         try:
-            doc = _json.loads(raw)
+            doc = _safejson.loads(raw, limits=limits)
             one_line = True
-        except _json.JsonError:
+        except _safejson.JsonInputError:
             one_line = False
     peeked: list[tuple[int, bytes | None, str | None]] = []
     if fmt == "auto":
@@ -160,8 +187,8 @@ def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
                 peeked.append(item)
                 if item[1] is not None and item[1].strip():
                     try:
-                        k = _kind_of(_json.loads(item[1]))
-                    except _json.JsonError:
+                        k = _kind_of(_safejson.loads(item[1], limits=limits))
+                    except _safejson.JsonInputError:
                         k = ""
                     if k == "ledger":
                         fmt = "ledger"
@@ -172,17 +199,20 @@ def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
     if fmt == "ledger":
         stream = LedgerStream(spec, name, opts)
         if fh.seekable():
-            fh.seek(0)
+            fh.seek(0)  # the stream reads (and reports) the over-long lines again
             src: IO[bytes] = fh
         else:  # stdin: put back the lines read to decide the format
+            yield from early
             src = _Prepend([first[1] or b"\n"] + [x[1] or b"\n" for x in peeked], fh)
         try:
             yield from stream.run(src, 1 if fh.seekable() else n)
         finally:
             summary.events += stream.events
         return
+    yield from early
     # documents: NDJSON (one per line) or one document for the whole file
-    docs = _documents(first, iter([*peeked, *lines]) if peeked else lines, one_line, name, opts)
+    docs = _documents(first, itertools.chain(peeked, lines), one_line, name, opts,
+                      doc if one_line else None)
     if fmt in ("transcript", *TELEMETRY_FORMATS):
         head = next(docs, None)
         if head is None:
@@ -246,7 +276,8 @@ class _Doc:
 
 
 def _documents(first: tuple[int, bytes | None, str | None], lines: Iterator[tuple[int, bytes | None, str | None]],
-               one_line: bool, name: str, opts: Options) -> Iterator[_Doc | InputError]:
+               one_line: bool, name: str, opts: Options, first_doc: Json = None) -> Iterator[_Doc | InputError]:
+    limits = opts.limits
     if one_line:
         k = 0
         for n, raw, err in _chain(first, lines):
@@ -255,50 +286,42 @@ def _documents(first: tuple[int, bytes | None, str | None], lines: Iterator[tupl
                 continue
             if not raw.strip():
                 continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield InputError(name, n, f"not UTF-8 (byte {exc.start})")
-                continue
-            try:
-                loc = loads_located(text, n)
-            except (ValueError, RecursionError) as exc:
-                yield InputError(name, n, f"not JSON: {_reason(exc)}")
-                continue
+            if n == first[0] and first_doc is not None:
+                value = first_doc
+            else:
+                try:
+                    value = _safejson.loads(raw, limits=limits)
+                except _safejson.JsonInputError as exc:
+                    yield InputError(name, n, exc.message())
+                    continue
             k += 1
-            yield from _expand(loc, n, k)
+            yield from _expand(Located(value, {}, "", n), n, k)
         return
     # one document spread over lines
-    chunks = [first[1] or b""]
-    size = len(chunks[0])
+    buf = bytearray(first[1] or b"")
     for n, raw, err in lines:
         if raw is None:
             yield InputError(name, n, f"{err} (in a document that spans the file)")
             return
-        chunks.append(raw)
-        size += len(raw)
-        if size > MAX_DOCUMENT:
-            yield InputError(name, None, f"a single JSON document larger than {MAX_DOCUMENT} bytes: write it as "
-                                         "NDJSON (one conversation a line)")
+        buf += raw
+        if len(buf) > limits.max_bytes:
+            yield InputError(name, first[0], f"a single JSON document larger than {limits.max_bytes} bytes (the limit; "
+                                             f"--max-line-bytes raises it){_NDJSON_HINT}")
             return
-    try:
-        text = b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        yield InputError(name, None, f"not UTF-8 (byte {exc.start})")
-        return
+    data = bytes(buf)
+    del buf
     start = first[0]
     try:
-        loc = loads_located(text, start)
-    except RecursionError:
-        yield InputError(name, None, "not JSON: nested too deeply")
-        return
-    except ValueError as exc:
-        line = getattr(exc, "lineno", None)
-        if str(getattr(exc, "msg", "")).startswith("Extra data"):  # JSON values one after another (console exporter)
-            yield from _concatenated(text, start, name)
+        value = _safejson.loads(data, limits=limits)
+    except _safejson.JsonInputError as exc:
+        if exc.reason.startswith("not JSON: Extra data"):  # JSON values one after another (console exporter)
+            yield from _concatenated(data.decode("utf-8"), start, name)
             return
-        yield InputError(name, (line + start - 1) if isinstance(line, int) else None, f"not JSON: {_reason(exc)}")
+        line = exc.line + start - 1 if exc.line is not None else None
+        yield InputError(name, line, exc.message())
         return
+    loc = loads_located(data.decode("utf-8"), start, value)
+    del data
     yield from _expand(loc, start, 1)
 
 
@@ -315,6 +338,13 @@ def _concatenated(text: str, start: int, name: str) -> Iterator[_Doc | InputErro
         yield InputError(name, None, "not JSON: nested too deeply")
 
 
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, _safejson.JsonInputError):
+        return exc.message().removeprefix("not JSON: ")
+    msg = getattr(exc, "msg", None) or str(exc)
+    return str(msg).splitlines()[0] if msg else type(exc).__name__
+
+
 def _expand(loc: Located, line: int, k: int) -> Iterator[_Doc]:
     doc = loc.doc
     if isinstance(doc, list) and doc and not is_conversation(doc) and all(is_conversation(d) or (
@@ -323,11 +353,6 @@ def _expand(loc: Located, line: int, k: int) -> Iterator[_Doc]:
             yield _Doc(d, loc.line(d) if isinstance(d, dict) else line, loc, k + j)
         return
     yield _Doc(doc, line, loc, k)
-
-
-def _reason(exc: BaseException) -> str:
-    msg = getattr(exc, "msg", None) or str(exc)
-    return str(msg).splitlines()[0] if msg else type(exc).__name__
 
 
 def _check_traces(docs: Iterator[_Doc | InputError], name: str, spec: Spec,
@@ -360,19 +385,22 @@ def _check_transcripts(docs: Iterator[_Doc | InputError], name: str, fmt: str | 
     rules = tables_for(spec).rules
     all_rules = tables_for(spec).rule_ids
     base = os.path.basename(name) if name != "-" else "stdin"
-    file_fmt = fmt
+    file_fmt: str | None = None  # the format of the file's first conversation that shows one
     pending: list[_Doc] = []  # conversations seen before the format showed (all need the same importer)
+
+    def cid_of(d: _Doc) -> str:
+        doc = d.value
+        return doc["id"] if isinstance(doc, dict) and isinstance(doc.get("id"), str) else f"{base}#{d.number}"
 
     def one(d: _Doc, f: str) -> RunRecord:
         doc = d.value
-        cid = f"{base}#{d.number}"
-        if isinstance(doc, dict) and isinstance(doc.get("id"), str):
-            cid = doc["id"]
+        cid = cid_of(d)
         body = conversation_body(doc)
         if body is None:
             return RunRecord(name, cid, f, "unreadable", 0, (d.line, d.line),
-                             error=f"not a {f} conversation: expected an object with messages (or input/output "
-                                   "items), or a list of them", error_line=d.line)
+                             error=f"not a conversation: expected an object with \"messages\" (or OpenAI Responses "
+                                   f"\"input\"/\"output\" items), or a list of messages (read as {LABELS[f]})",
+                             error_line=d.line)
         key, entries = body
         where = key or "$"
         loc = d.located
@@ -396,20 +424,41 @@ def _check_transcripts(docs: Iterator[_Doc | InputError], name: str, fmt: str | 
                          {"event": tv.item_pos, "path": tv.path, "line": tv.line},
                          {"events": tv.item_pos, "steps": tv.steps})
 
+    def refused(d: _Doc, f: str, why: str) -> RunRecord:
+        body = conversation_body(d.value)
+        n = len(body[1]) if body is not None else 0
+        summary.events += n
+        return RunRecord(name, cid_of(d), f, "unreadable", n, (d.line, d.line), error=why, error_line=d.line)
+
     for d in docs:
         if isinstance(d, InputError):
             yield d
             continue
+        shown = formats_shown(d.value)
+        if fmt is not None:  # --input-format: every conversation is read in that format
+            other = [(f, w) for f, w in shown.items() if f != fmt] if fmt in LABELS else []
+            if other:
+                f2, w2 = other[0]
+                yield refused(d, fmt, f"{w2} is {LABELS[f2]}, but --input-format is {fmt} ({LABELS[fmt]})")
+            else:
+                yield one(d, fmt)
+            continue
+        f = _histories.detect_format(d.value)
+        if f is None and len(shown) > 1:
+            (f1, w1), (f2, w2) = list(shown.items())[:2]
+            yield refused(d, f1, f"mixes {LABELS[f1]} ({w1}) and {LABELS[f2]} ({w2}) messages: a conversation is "
+                                 "in one format")
+            continue
+        f = f or next(iter(shown), None) or file_fmt or detect_format(d.value)
+        if f is None:
+            pending.append(d)  # no tool use and nothing else decisive: read as the file's other conversations
+            continue
         if file_fmt is None:
-            f = _histories.detect_format(d.value) or detect_format(d.value)
-            if f is None:
-                pending.append(d)
-                continue
             file_fmt = f
             for p in pending:
                 yield one(p, f)
             pending.clear()
-        yield one(d, file_fmt)
+        yield one(d, f)
     for p in pending:  # no conversation showed its format: none uses tools, so any importer agrees
         yield one(p, "openai-chat")
 
@@ -488,7 +537,7 @@ def read_text_input(data: bytes, name: str = "<memory>", **kw: Any) -> FileResul
     for item in _check_open(io.BytesIO(data), name, fmt, opts, spec, res.summary):
         if isinstance(item, InputError):
             res.summary.input_errors += 1
-            res.errors.append(item)
+            res.add_error(item)
         else:
             res.summary.add(item)
             res.records.append(item)

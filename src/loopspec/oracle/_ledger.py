@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Final
 
@@ -250,7 +250,10 @@ class RunChecker:
         self.run_id = run_id
         self.first_line = line
         self.last_line = line
-        if started.get("v") != 1:
+        now = started.get("t")
+        if (now.__class__ is not float and now.__class__ is not int) or now < 0:
+            raise RunInputError(f"run_started.t: expected a number of seconds (0 or more), got {now!r}", line)
+        if started.get("v") != 1 or started.get("v").__class__ is not int:
             raise RunInputError(f"ledger version {started.get('v')!r} is not supported (this oracle reads version 1)",
                                 line)
         try:
@@ -327,12 +330,17 @@ class RunChecker:
         seq = ev["seq"]
         if seq != self.seq + 1 or seq.__class__ is not int:
             raise self._seq_problem(seq, line)
+        now = ev["t"]
+        if (now.__class__ is not float and now.__class__ is not int) or now < 0:
+            raise RunInputError(f"t: expected a number of seconds (0 or more), got {now!r}", line)
         self.seq = seq
         self.events += 1
         self.last_line = line
         typ = ev["type"]
         step = ev.get("step")
-        if step != self.step:
+        # a step number that is not a positive int (0, 0.0, false, 2.0) never continues a step: it
+        # goes to _begin, which refuses it (before any step, self.step is 0 and self.cur is None)
+        if step != self.step or step.__class__ is not int or self.cur is None:
             if step is None:
                 raise self._untransitioned(ev, typ, line)
             self._begin(ev, typ, line)
@@ -374,10 +382,7 @@ class RunChecker:
             raise RunInputError(f"step {step!r} after step {self.step}: steps number a run's transitions 1, 2, 3, …",
                                 line)
         s = self.s
-        now = ev["t"]
-        if now.__class__ is not float and now.__class__ is not int:
-            raise RunInputError(f"t: expected a number of seconds, got {now!r}", line)
-        s.now = now
+        s.now = ev["t"]  # checked by feed
         state = self.state
         if obs is not None and obs.id in t.cancel:
             exp = obs
@@ -761,16 +766,21 @@ _APPLY: Final[Mapping[str, Callable[[RunChecker, Transition], None]]] = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class Finished:
-    """What is remembered of a run after its terminal event: enough to judge a late result."""
+    """What is remembered of a run after its terminal event: enough to judge a late result (a run
+    whose verdict was a violation or unreadable shares :data:`GAVE_UP`: its later events change
+    nothing, so nothing more is kept)."""
 
     conformed: bool
     inflight: tuple[int, int] | None
     line: int
     late_seen: bool = False
     seq: int = 0
-    extra: dict[str, Json] = field(default_factory=dict)
+
+
+#: The note of every run that did not conform (shared: later events of such a run are ignored).
+GAVE_UP: Final = Finished(False, None, 0)
 
 
 #: event type -> how the event, opening a step, names the transition that fired (filled by _classify)

@@ -3,7 +3,8 @@
 The standard library's pure-Python scanner is driven with a wrapped object parser that records the
 offset of every object it builds (keyed by ``id``: the document keeps them alive). Slower than the C
 parser, so it is used only for single-document transcript files up to :data:`LOCATE_LIMIT` bytes;
-beyond that objects get the document's first line.
+beyond that objects get the document's first line. The text is first accepted or refused by the
+hardened loader (:mod:`loopspec._safejson`), so the limits and the error messages are the loader's.
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ import json
 from json import decoder, scanner
 from typing import Any, Final
 
+from .. import _safejson
+
 Json = Any
 
 LOCATE_LIMIT: Final = 32 * 1024 * 1024
+
+_UNSET: Any = object()
 
 
 class Located:
@@ -53,10 +58,18 @@ class _Locating(json.JSONDecoder):
         self.scan_once = scanner.py_make_scanner(self)
 
 
-def loads_located(text: str, first_line: int = 1) -> Located:
-    """Parse ``text``; raises ValueError (json.JSONDecodeError) or RecursionError like json.loads."""
+def loads_located(text: str, first_line: int = 1, value: Json = _UNSET) -> Located:
+    """Parse ``text`` — already accepted by :mod:`loopspec._safejson` (``value`` is what it gave) —
+    and remember where each object starts. Past :data:`LOCATE_LIMIT` characters, or should the
+    located parse fail where the loader did not, objects get the document's first line."""
+    if value is _UNSET:
+        value = _safejson.loads(text, limits=_safejson.Limits(max_bytes=max(len(text) * 4, 1)))
     if len(text) > LOCATE_LIMIT:
-        return Located(json.loads(text, parse_constant=_no_constant), {}, text, first_line)
+        return Located(value, {}, text, first_line)
     dec = _Locating()
-    doc = dec.decode(text)
+    try:
+        with _safejson._recursion_headroom(6 * _safejson.MAX_DEPTH + 200):
+            doc = dec.decode(text)
+    except (ValueError, RecursionError):  # pragma: no cover - the loader accepted the text
+        return Located(value, {}, text, first_line)
     return Located(doc, dec.positions, text, first_line)

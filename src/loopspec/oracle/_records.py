@@ -84,6 +84,11 @@ class RunRecord:
         return out
 
 
+#: Input errors reported with their exact location, per file; the rest are counted (memory stays
+#: bounded however many lines are bad).
+MAX_ERRORS_SHOWN: Final = 100
+
+
 @dataclass(frozen=True)
 class InputError:
     """A line or a file that could not be read, not attributable to one run."""

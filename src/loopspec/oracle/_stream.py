@@ -1,10 +1,12 @@
 """Reading inputs: lines of a file (bounded length), and the ledger loop that demultiplexes runs.
 
 Memory: the file is read line by line (a line longer than ``max_line`` bytes is skipped without
-being held), each open run keeps one :class:`~._ledger.RunChecker`, and a finished run leaves only a
-:class:`~._ledger.Finished` note (to judge a late result and to tell an event after the terminal one
-from a new run) — so memory grows with the number of *open* runs, plus a few dozen bytes per
-finished run id, never with the number of events.
+being held; its first 4 KiB are kept to tell whose line it was), each open run keeps one
+:class:`~._ledger.RunChecker`, and a finished run leaves only a :class:`~._ledger.Finished` note
+(to judge a late result and to tell an event after the terminal one from a new run; a run that did
+not conform shares one note) — so memory grows with the number of *open* runs and their distinct
+call ids, plus the run id and a small note per finished run, never with the number of events or of
+bad lines.
 """
 
 from __future__ import annotations
@@ -14,17 +16,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
+from .. import _safejson
 from .._spec import Spec
 from . import _json
 from ._classify import after_terminal_divergence
-from ._ledger import Divergence, Finished, RunChecker, RunInputError
+from ._ledger import GAVE_UP, Divergence, Finished, RunChecker, RunInputError
 from ._records import InputError, RunRecord, conforming_record, unreadable_record, violation_record
 from ._tables import EVENT_TYPES, tables_for
 
 Json = Any
 
-#: Default longest line read (bytes); longer lines are skipped with an error naming the line.
-DEFAULT_MAX_LINE: Final = 16 * 1024 * 1024
+#: Default longest line read (bytes); longer lines are skipped with an error naming the line. The same
+#: limit bounds a transcript or trace file that is one JSON document.
+DEFAULT_MAX_LINE: Final = _safejson.MAX_BYTES
+
+#: How much of an over-long line is kept to tell which run it belongs to.
+HEAD: Final = 4096
 
 _RUN_RE: Final = re.compile(rb'"run"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
 
@@ -35,25 +42,20 @@ class Options:
     allow_incomplete: bool = False
     validate: bool = False  # validate every event against the ledger JSON Schema (slow)
 
+    @property
+    def limits(self) -> _safejson.Limits:
+        """The loader's limits for these options (``max_line`` bounds a line and a whole document)."""
+        return _safejson.Limits(max_bytes=self.max_line, flag="--max-line-bytes")
+
 
 DEFAULT_OPTIONS: Final = Options()
 
 
 def read_lines(fh: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes | None, str | None]]:
     """(line number, the line or None, an error or None), reading at most ``max_line`` bytes at once."""
-    n = 0
-    readline = fh.readline
-    while True:
-        line = readline(max_line + 1)
-        if not line:
-            return
-        n += 1
-        if len(line) > max_line:
-            while line and not line.endswith(b"\n"):
-                line = readline(1 << 20)
-            yield n, None, f"line longer than {max_line} bytes (the limit, --max-line-bytes): skipped"
-            continue
-        yield n, line, None
+    lim = Options(max_line=max_line).limits
+    for n, raw, err, _head in _safejson.iter_lines(fh, limits=lim):
+        yield n, raw, err
 
 
 def _guess_run(raw: bytes) -> str | None:
@@ -77,18 +79,18 @@ class LedgerStream:
         self.open: dict[str, RunChecker] = {}
         self.finished: dict[str, Finished] = {}
         self.events = 0
-        self.errors: list[InputError] = []
+        self.error_count = 0
+        self.lost_line = 0  # the last line that could not be read and could not be given to a run
 
     def _error(self, line: int | None, message: str) -> InputError:
-        e = InputError(self.file, line, message)
-        self.errors.append(e)
-        return e
+        self.error_count += 1
+        return InputError(self.file, line, message)
 
     def run(self, fh: IO[bytes], first_line: int = 1) -> Iterator[RunRecord | InputError]:
         """Check every event read from ``fh`` (numbering lines from ``first_line``), then close the
         runs left open. The loop is the hot path: one readline, one parse, one dict lookup and the
         run's ``feed`` per event."""
-        loads = _json.loads_fast
+        loads = _safejson.fast_loader(self.opts.limits)
         types = EVENT_TYPES
         open_runs = self.open
         readline = fh.readline
@@ -103,10 +105,13 @@ class LedgerStream:
                     break
                 n += 1
                 if len(raw) == limit and not raw.endswith(b"\n"):
+                    head = raw[:HEAD]
                     while raw and not raw.endswith(b"\n"):
                         raw = readline(1 << 20)
-                    yield self._error(n, f"line longer than {limit - 1} bytes (the limit, --max-line-bytes): skipped")
+                    yield from self._lost(n, head, self.opts.limits.too_long("line") + ": skipped")
                     continue
+                if n == 1 and raw[:3] == b"\xef\xbb\xbf":
+                    raw = raw[3:]  # a byte order mark at the start of the file
                 try:
                     ev = loads(raw)
                 except (ValueError, RecursionError) as exc:
@@ -115,7 +120,7 @@ class LedgerStream:
                     yield from self._bad_line(n, raw, exc)
                     continue
                 if ev.__class__ is not dict:
-                    yield self._error(n, f"a ledger event must be a JSON object, got {_kind(ev)}")
+                    yield from self._lost(n, b"", f"a ledger event must be a JSON object, got {_kind(ev)}")
                     continue
                 events += 1
                 run = ev.get("run")
@@ -138,7 +143,7 @@ class LedgerStream:
                     yield self._violation(chk, d, ev, n)
                 except RunInputError as e:
                     yield self._close_unreadable(chk, e.line or n, e.message)
-                except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
                     yield self._close_unreadable(chk, n, _explain_bad_event(ev, exc))
                 else:
                     if chk.terminal:
@@ -148,6 +153,22 @@ class LedgerStream:
         finally:
             self.events += events
         yield from self.close()
+
+    def _lost(self, n: int, head: bytes, message: str) -> Iterator[RunRecord | InputError]:
+        """Line ``n`` cannot be read: it ends the run it belongs to (told from ``head``) as unreadable,
+        or, when no open run can be named, is an input error of the file — and a run still open at the
+        end of the file is then not blamed for a missing terminal event (line ``n`` may have held it)."""
+        run = _guess_run(head) if head else None
+        chk = self.open.get(run) if run is not None else None
+        if chk is not None:
+            yield self._close_unreadable(chk, n, message)
+            return
+        if run is not None and run not in self.finished:  # the first line of a run: the run is unreadable
+            self.finished[run] = GAVE_UP
+            yield unreadable_record(self.file, run, 1, (n, n), message, n)
+            return
+        self.lost_line = n
+        yield self._error(n, message + (f" (an event of run {run!r}?)" if run else ""))
 
     def _not_open(self, ev: dict[str, Json], n: int, run: Json, raw: bytes = b"") -> Iterator[RunRecord | InputError]:
         if not isinstance(run, str) or not run:
@@ -162,7 +183,7 @@ class LedgerStream:
             yield from self._after_end(fin, ev, n, run)
             return
         if typ != "run_started":
-            self.finished[run] = Finished(False, None, n)
+            self.finished[run] = GAVE_UP
             yield unreadable_record(self.file, run, 1, (n, n),
                                     f"run {run!r} starts with {typ} (seq {ev.get('seq')!r}), not run_started: its "
                                     "configuration is unknown, so it cannot be checked", n)
@@ -170,19 +191,19 @@ class LedgerStream:
         if self.opts.validate:
             msg = _schema_problem(ev)
             if msg is not None:
-                self.finished[run] = Finished(False, None, n)
+                self.finished[run] = GAVE_UP
                 yield unreadable_record(self.file, run, 1, (n, n), msg, n)
                 return
         try:
-            if ev.get("seq") != 1:
+            if ev.get("seq") != 1 or ev.get("seq").__class__ is not int:
                 raise RunInputError(f"run_started has seq {ev.get('seq')!r}; a run's events are numbered from 1", n)
             k = raw.find(b'"config":')
             self.open[run] = RunChecker(self.t, run, ev, n, config_key=raw[k:] if k >= 0 else None)
         except RunInputError as e:
-            self.finished[run] = Finished(False, None, n)
+            self.finished[run] = GAVE_UP
             yield unreadable_record(self.file, run, 1, (n, n), e.message, e.line or n)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            self.finished[run] = Finished(False, None, n)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            self.finished[run] = GAVE_UP
             yield unreadable_record(self.file, run, 1, (n, n), _explain_bad_event(ev, exc), n)
 
     def _after_end(self, fin: Finished, ev: dict[str, Json], n: int, run: str) -> Iterator[RunRecord | InputError]:
@@ -208,34 +229,36 @@ class LedgerStream:
 
     def _violation(self, chk: RunChecker, d: Divergence, ev: dict[str, Json], n: int) -> RunRecord:
         del self.open[chk.run_id]
-        self.finished[chk.run_id] = Finished(False, None, n)
+        self.finished[chk.run_id] = GAVE_UP
         if d.line is None:
             d.line = n
         return violation_record(self.t, chk, d, self.file)
 
     def _close_unreadable(self, chk: RunChecker, line: int, message: str) -> RunRecord:
         del self.open[chk.run_id]
-        self.finished[chk.run_id] = Finished(False, None, line)
+        self.finished[chk.run_id] = GAVE_UP
         return unreadable_record(self.file, chk.run_id, chk.events, (chk.first_line, line), message, line)
 
     def _bad_line(self, n: int, raw: bytes, exc: BaseException) -> Iterator[RunRecord | InputError]:
-        msg = _json_reason(exc)
-        run = _guess_run(raw)
-        chk = self.open.get(run) if run is not None else None
-        if chk is not None:
-            yield self._close_unreadable(chk, n, f"not JSON: {msg}")
-        else:
-            yield self._error(n, f"not JSON: {msg}" + (f" (an event of run {run!r}?)" if run else ""))
+        # "not JSON: …", or the limit the line is past
+        msg = exc.message() if isinstance(exc, _safejson.JsonInputError) else f"not JSON: {_json_reason(exc)}"
+        yield from self._lost(n, raw, msg)
 
     def close(self) -> Iterator[RunRecord]:
         for chk in list(self.open.values()):
             del self.open[chk.run_id]
-            self.finished[chk.run_id] = Finished(False, None, chk.last_line)
+            self.finished[chk.run_id] = GAVE_UP
             if self.opts.allow_incomplete:
                 rec = conforming_record(self.t, chk, self.file)
                 rec.verdict = "conforms"
                 rec.summary = {**rec.summary, "incomplete": True}
                 yield rec
+                continue
+            if self.lost_line > chk.last_line:
+                yield unreadable_record(
+                    self.file, chk.run_id, chk.events, (chk.first_line, self.lost_line),
+                    f"run {chk.run_id!r} has no terminal event, but line {self.lost_line} could not be read and may "
+                    "have held it: the run cannot be judged", self.lost_line)
                 continue
             yield violation_record(self.t, chk, chk.close_at_eof(), self.file)
 
@@ -266,6 +289,8 @@ def _unknown_type(ev: dict[str, Json]) -> str:
 
 
 def _json_reason(exc: BaseException) -> str:
+    if isinstance(exc, _safejson.JsonInputError):
+        return exc.message().removeprefix("not JSON: ")
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     if isinstance(exc, UnicodeDecodeError):

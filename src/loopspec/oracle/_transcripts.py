@@ -307,6 +307,48 @@ def detect_format(doc: Json) -> str | None:
     return None
 
 
+#: How each format is called in messages.
+LABELS: Final[Mapping[str, str]] = {"openai-chat": "OpenAI Chat Completions", "openai-responses": "OpenAI Responses",
+                                    "anthropic": "Anthropic Messages"}
+
+
+def formats_shown(doc: Json) -> dict[str, str]:
+    """The formats a conversation shows unmistakably, each with where it first shows: Responses
+    ``function_call`` / ``function_call_output`` / ``reasoning`` items (or an ``input`` list); Chat
+    ``tool_calls``, ``function_call`` or a ``tool``/``function`` role; Anthropic ``tool_use`` /
+    ``tool_result`` blocks. More than one means the conversation mixes formats (it is then refused:
+    one conversation is in one format, whichever comes first)."""
+    body = conversation_body(doc)
+    if body is None:
+        return {}
+    key, entries = body
+    shown: dict[str, str] = {}
+    if key == "input":
+        shown["openai-responses"] = "input"
+    base = key or "$"
+    for k, e in enumerate(entries):
+        if not isinstance(e, dict):
+            continue
+        where = f"{base}[{k}]"
+        typ = e.get("type")
+        if typ in ("function_call", "function_call_output", "reasoning"):
+            shown.setdefault("openai-responses", f"{where}: a {typ} item")
+        role = e.get("role")
+        if "tool_calls" in e:
+            shown.setdefault("openai-chat", f"{where}.tool_calls")
+        elif isinstance(e.get("function_call"), dict):
+            shown.setdefault("openai-chat", f"{where}.function_call")
+        elif role in ("tool", "function"):
+            shown.setdefault("openai-chat", f"{where}: role {role}")
+        content = e.get("content")
+        if isinstance(content, list):
+            for j, b in enumerate(content):
+                if isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result"):
+                    shown.setdefault("anthropic", f"{where}.content[{j}]: a {b['type']} block")
+                    break
+    return shown
+
+
 def is_conversation(doc: Json) -> bool:
     body = conversation_body(doc)
     if body is None:
