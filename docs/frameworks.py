@@ -69,6 +69,9 @@ def main() -> int:
     ap.add_argument("--shrink-time", type=float, default=300.0,
                     help="seconds a campaign may go on after its first finding (a campaign cut short finds "
                          "fewer rules and the page says so; the default lets every campaign finish)")
+    ap.add_argument("--matrix-shrink-time", type=float, default=30.0,
+                    help="--shrink-time of each settings-matrix campaign (it only has to find which rules a setting "
+                         "changes; the shrunk cases of the risk view come from the main campaigns)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "frameworks.md"))
     args = ap.parse_args()
     build = ROOT / "build" / "frameworks"
@@ -113,7 +116,7 @@ def main() -> int:
                 for value in values[1:]:
                     label = f"{setting}={value}"
                     mdata, mdt = campaign(f"{name}[{label}]", mode, build / f"{name}-{mode}-{setting}-{value}",
-                                          args.matrix_examples, args.seed, args.shrink_time, None)
+                                          args.matrix_examples, args.seed, args.matrix_shrink_time, None)
                     rules = found(mdata)
                     matrix.setdefault((name, mode), []).append((label, rules))
                     added = {r["rule"]: r["kind"] for r in mdata["rules"] if r["status"] != "conforms"
@@ -151,7 +154,7 @@ def main() -> int:
     head = f"""# loopspec against real agent frameworks
 
 Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples {args.examples} --matrix-examples \
-{args.matrix_examples} --seed {args.seed}` with {", ".join(versions)}: the versions CI installs
+{args.matrix_examples} --matrix-shrink-time {args.matrix_shrink_time:g} --seed {args.seed}` with {", ".join(versions)}: the versions CI installs
 (`.ci/frameworks-constraints.txt`, also the lower bounds of the `frameworks` extra in pyproject.toml) and fuzzes
 in smaller campaigns (tests/test_frameworks_fuzz.py). Everything below is what the runs showed, nothing else.
 

@@ -21,15 +21,16 @@ FRAMEWORKS: Final = {
     "openai-agents": "loopspec.frameworks.openai_agents:OpenAIAgentsExecutor",
     "langgraph": "loopspec.frameworks.langgraph:LangGraphExecutor",
     "smolagents": "loopspec.frameworks.smolagents:SmolagentsExecutor",
+    "llamaindex": "loopspec.frameworks.llamaindex:LlamaIndexExecutor",
 }
 
 #: --impl name -> the distribution that provides the framework (and the loopspec extra that installs it)
 PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents", "langgraph": "langgraph",
-                   "smolagents": "smolagents"}
+                   "smolagents": "smolagents", "llamaindex": "llama-index-core"}
 
 #: --impl name -> the top-level module the framework's distribution installs
 MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph",
-                  "smolagents": "smolagents"}
+                  "smolagents": "smolagents", "llamaindex": "llama_index.core"}
 
 
 def installed(name: str) -> bool:
