@@ -22,15 +22,16 @@ FRAMEWORKS: Final = {
     "langgraph": "loopspec.frameworks.langgraph:LangGraphExecutor",
     "smolagents": "loopspec.frameworks.smolagents:SmolagentsExecutor",
     "llamaindex": "loopspec.frameworks.llamaindex:LlamaIndexExecutor",
+    "autogen": "loopspec.frameworks.autogen:AutoGenExecutor",
 }
 
 #: --impl name -> the distribution that provides the framework (and the loopspec extra that installs it)
 PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents", "langgraph": "langgraph",
-                   "smolagents": "smolagents", "llamaindex": "llama-index-core"}
+                   "smolagents": "smolagents", "llamaindex": "llama-index-core", "autogen": "autogen-agentchat"}
 
 #: --impl name -> the top-level module the framework's distribution installs
 MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph",
-                  "smolagents": "smolagents", "llamaindex": "llama_index.core"}
+                  "smolagents": "smolagents", "llamaindex": "llama_index.core", "autogen": "autogen_agentchat"}
 
 
 def installed(name: str) -> bool:
