@@ -559,15 +559,20 @@ def parse_toml(text: str, *, file: str | None = None, limits: Limits = DEFAULT_L
         raise JsonInputError(f"not valid TOML: {reason}", file=file, line=int(m.group(1)) if m else None,
                              column=int(m.group(2)) if m else None) from None
     except RecursionError:
-        raise JsonInputError(f"not valid TOML here: nested more than {limits.max_depth} levels deep (the limit)",
-                             file=file) from None
+        line, col = _deep_position(text, limits.max_depth)
+        raise JsonInputError(f"nested more than {limits.max_depth} levels deep (the limit)", file=file, line=line,
+                             column=col) from None
     except ValueError as exc:  # e.g. an integer past Python's conversion limit
-        raise JsonInputError(f"not valid TOML here: {str(exc).splitlines()[0]}", file=file) from None
+        raise JsonInputError(f"not TOML loopspec can read: {str(exc).splitlines()[0]}", file=file) from None
     try:
         check_value(doc, limits=limits, where="$")
     except JsonInputError as exc:
         field = (exc.field or "$").removeprefix("$.").removeprefix("$")
-        raise JsonInputError(exc.reason, file=file, field=field or None) from None
+        line = col = None
+        if exc.reason.startswith("nested"):  # the line says more than a path of [0][0][0]…
+            line, col = _deep_position(text, limits.max_depth)
+            field = ""
+        raise JsonInputError(exc.reason, file=file, line=line, column=col, field=field or None) from None
     return doc
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+
+from . import _safejson
 
 __all__ = [
     "EVIDENCE",
@@ -393,9 +394,9 @@ def load_spec(path: str | Path | None = None) -> Spec:
     if key in _CACHE:
         return _CACHE[key]
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read the spec: {exc.strerror}", path=str(p)) from None
+        text = _safejson.read_text(p, what="spec")
+    except _safejson.JsonInputError as exc:
+        raise SpecError(f"cannot read the spec: {exc.message()}", path=str(p), line=exc.line or 0) from None
     spec = parse_spec(text, path=str(p))
     _CACHE[key] = spec
     return spec
@@ -471,11 +472,10 @@ def _known(ctx: _Ctx, table: str, eid: str, fld: str, value: str, known: Iterabl
 def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
     """Parse and validate spec text. Raises :class:`SpecError` naming the bad entry."""
     ctx = _Ctx(text, path)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise SpecError(f"not valid TOML: {exc}", path=path, line=int(m.group(1)) if m else 0) from None
+    try:  # TOML under the limits JSON input gets (depth, integer digits, finite numbers)
+        doc = _safejson.parse_toml(text)
+    except _safejson.JsonInputError as exc:
+        raise SpecError(exc.message(), path=path, line=exc.line or 0) from None
 
     meta = doc.get("meta", {})
     if not isinstance(meta, dict):
@@ -708,12 +708,12 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
     """
     p = Path(path) if path is not None else default_spec_path().with_name("SPEC.md")
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError("no such file (the rules text, SPEC.md, is looked for next to the spec; "
-                        "give --rules FILE)", path=str(p)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read the rules: {getattr(exc, 'strerror', None) or exc}", path=str(p)) from None
+        text = _safejson.read_text(p, what="rules text")
+    except _safejson.JsonInputError as exc:
+        if exc.reason == "no such file":
+            raise SpecError("no such file (the rules text, SPEC.md, is looked for next to the spec; "
+                            "give --rules FILE)", path=str(p)) from None
+        raise SpecError(f"cannot read the rules: {exc.message()}", path=str(p), line=exc.line or 0) from None
     spec = spec or load_spec()
     inv_ids = {i.id for i in spec.invariants}
     rules: list[Rule] = []

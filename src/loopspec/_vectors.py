@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import _safejson
 from ._engine import RunOutcome, Tool, ToolContext, ToolFailure, run_batch
 from ._spec import default_spec_path
 
@@ -34,12 +35,74 @@ def conformance_dir() -> Path:
 
 
 def load_batch_vectors(path: str | Path | None = None) -> dict[str, Json]:
+    """A batch vector file, read through the hardened loader and checked for the shape
+    ``run_batch_vector`` relies on; raises ValueError naming the file and the field."""
     p = Path(path) if path is not None else conformance_dir() / "batch.json"
-    with p.open(encoding="utf-8") as fh:
-        doc = json.load(fh)
-    if doc.get("format") != "loopspec-batch-vectors/1":
-        raise ValueError(f"{p}: unsupported vector format {doc.get('format')!r}")
-    return doc  # type: ignore[no-any-return]
+    doc = _safejson.load_json(p, what="vector file")  # JsonInputError is a ValueError
+    if not isinstance(doc, dict) or doc.get("format") != "loopspec-batch-vectors/1":
+        got = doc.get("format") if isinstance(doc, dict) else None
+        raise ValueError(f"{p}: format: unsupported vector format {got!r} (loopspec-batch-vectors/1)")
+    problem = _batch_shape(doc)
+    if problem is not None:
+        raise ValueError(f"{p}: {problem}")
+    return doc
+
+
+_BEHAVIOURS = ("length", "upper", "echo", "whoami")
+
+
+def _tool_list_problem(tools: Json, where: str) -> str | None:
+    if not isinstance(tools, list):
+        return f"{where}: expected a list of tools"
+    for j, t in enumerate(tools):
+        w = f"{where}[{j}]"
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            return f"{w}: a tool is an object with a string name"
+        if t.get("behaviour") not in _BEHAVIOURS:
+            return f"{w}.behaviour: one of {', '.join(_BEHAVIOURS)}"
+        if "inputSchema" in t and not isinstance(t["inputSchema"], dict):
+            return f"{w}.inputSchema: expected an object"
+    return None
+
+
+def _batch_shape(doc: Mapping[str, Json]) -> str | None:
+    """The first field of a batch vector file without the shape the runner needs (None: fine)."""
+    toolsets = doc.get("toolsets", {})
+    if not isinstance(toolsets, dict):
+        return "toolsets: expected an object"
+    for name, tools in toolsets.items():
+        problem = _tool_list_problem(tools, f"toolsets.{name}")
+        if problem:
+            return problem
+    cases = doc.get("cases")
+    if not isinstance(cases, list):
+        return "cases: expected a list"
+    for i, c in enumerate(cases):
+        w = f"cases[{i}]"
+        if not isinstance(c, dict) or not isinstance(c.get("id"), str):
+            return f"{w}: a case is an object with a string id"
+        if "tools" in c:
+            problem = _tool_list_problem(c["tools"], f"{w}.tools")
+            if problem:
+                return problem
+        elif not isinstance(c.get("toolset"), str) or c["toolset"] not in toolsets:
+            return f"{w}.toolset: names one of toolsets (or give tools)"
+        if not isinstance(c.get("calls"), list):
+            return f"{w}.calls: expected a list"
+        b = c.get("budget")
+        if b is not None and (b.__class__ is not int or b < 0):
+            return f"{w}.budget: expected an integer >= 0 or null"
+        if c.get("mode") not in ("abort", "continue"):
+            return f"{w}.mode: abort or continue"
+        if "principal" in c and not isinstance(c["principal"], str):
+            return f"{w}.principal: expected a string"
+        fails = c.get("failures", {})
+        if not isinstance(fails, dict) or not all(k.isdigit() and len(k) <= 9 and isinstance(v, str)
+                                                  for k, v in fails.items()):
+            return f"{w}.failures: an object from execution numbers to failure categories"
+        if not isinstance(c.get("expect"), dict):
+            return f"{w}.expect: expected an object"
+    return None
 
 
 def _behaviour(kind: str, name: str, counter: Callable[[], int]) -> Callable[[dict[str, Json], ToolContext], Json]:
@@ -127,10 +190,10 @@ def run_batch_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> 
 
 def load_loop_vectors(path: str | Path | None = None) -> dict[str, Json]:
     p = Path(path) if path is not None else conformance_dir() / "loop.json"
-    with p.open(encoding="utf-8") as fh:
-        doc = json.load(fh)
-    if doc.get("format") != "loopspec-loop-vectors/1":
-        raise ValueError(f"{p}: unsupported vector format {doc.get('format')!r}")
+    doc = _safejson.load_json(p, what="vector file")
+    if not isinstance(doc, dict) or doc.get("format") != "loopspec-loop-vectors/1":
+        got = doc.get("format") if isinstance(doc, dict) else None
+        raise ValueError(f"{p}: format: unsupported vector format {got!r} (loopspec-loop-vectors/1)")
     return doc  # type: ignore[no-any-return]
 
 

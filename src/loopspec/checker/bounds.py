@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .. import _safejson
 from .._core import FAILURE_CATEGORIES, LIMIT_POLICIES, MODES, ToolDefinitionError, ToolSchema, parse_schema
 from .._spec import default_spec, default_spec_path
 
@@ -254,14 +255,10 @@ def parse_bounds(doc: Mapping[str, Any], path: str = "<bounds>") -> Bounds:
 
 def load_bounds(path: str | Path | None = None) -> Bounds:
     p = Path(path) if path is not None else default_bounds_path()
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BoundsError(f"{p}: cannot read: {exc.strerror}") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise BoundsError(f"{p}: not valid TOML: {exc}") from None
+    try:  # TOML under the limits every input gets (size, UTF-8, depth, integer digits, finite numbers)
+        doc = _safejson.load_toml(p, what="bounds file")
+    except _safejson.JsonInputError as exc:
+        raise BoundsError(str(exc)) from None
     return parse_bounds(doc, str(p))
 
 

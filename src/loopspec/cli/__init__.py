@@ -23,6 +23,7 @@ from typing import Any
 
 from .._engine import EngineError
 from .._spec import SpecError, using_spec
+from .._text import printable
 from ._common import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError, plain_help
 
 __all__ = ["COMMAND_MODULES", "EXIT_FOUND", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
@@ -66,15 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _runnable(args, spec)
             return int(args.handler(args))
     except (UsageError, SpecError) as exc:
-        print(f"loopspec {args.command}: error: {exc}", file=sys.stderr)
+        print(f"loopspec {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except EngineError as exc:
         if getattr(args, "spec", None) is None:
             raise_internal(args, exc)
             return 70
         # a spec chosen with --spec that the reference engine cannot run is bad input, not a crash
-        print(f"loopspec {args.command}: error: --spec {args.spec}: the reference engine cannot run this spec: {exc}",
-              file=sys.stderr)
+        print(f"loopspec {args.command}: error: --spec {printable(args.spec)}: the reference engine cannot run this "
+              f"spec: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"loopspec {args.command}: interrupted", file=sys.stderr)
@@ -107,7 +108,7 @@ def raise_internal(args: argparse.Namespace, exc: Exception) -> None:
     if os.environ.get("LOOPSPEC_DEBUG"):
         raise exc
     print(
-        f"loopspec {args.command}: internal error: {type(exc).__name__}: {exc} "
+        f"loopspec {args.command}: internal error: {type(exc).__name__}: {printable(str(exc))} "
         "(set LOOPSPEC_DEBUG=1 for a traceback; please report it)",
         file=sys.stderr,
     )

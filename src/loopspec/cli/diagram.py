@@ -27,8 +27,9 @@ from typing import Any, Final
 
 import graphviz
 
+from .. import _safejson
 from .._spec import Spec, load_rules, load_spec
-from .._text import write_atomic
+from .._text import printable, write_atomic
 from ..render import (
     OverlayError,
     check_flow_dot,
@@ -87,14 +88,10 @@ class Job:
 
 
 def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    try:  # the hardened loader: at most 16 MiB of UTF-8 (a leading BOM skipped); file:line: reason
+        return _safejson.read_text(path, what="overlay file")
+    except _safejson.JsonInputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _rules(spec: Spec, spec_file: str | None) -> tuple[Any, ...]:
@@ -103,7 +100,7 @@ def _rules(spec: Spec, spec_file: str | None) -> tuple[Any, ...]:
     md = Path(spec_file).with_name("SPEC.md")
     if md.is_file():
         return load_rules(md, spec)
-    print(f"loopspec diagram: warning: no rules text ({md} does not exist): the diagrams name no rules",
+    print(f"loopspec diagram: warning: no rules text ({printable(str(md))} does not exist): the diagrams name no rules",
           file=sys.stderr)
     return ()
 

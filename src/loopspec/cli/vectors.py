@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from .._text import compact, paint, table, use_color
+from .. import _safejson
+from .._text import compact, paint, printable, table, use_color
 from .._vectors import load_batch_vectors, run_batch_vector
 from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_spec_option
 
@@ -33,24 +33,30 @@ def handle(args: argparse.Namespace) -> int:
     cases = [c for c in doc["cases"] if not args.case or c["id"] in args.case]
     if args.case and len(cases) != len(set(args.case)):
         raise UsageError(f"unknown case id among {args.case}")
-    results = [run_batch_vector(c, doc.get("toolsets", {})) for c in cases]
+    results = []
+    for c in cases:
+        try:
+            results.append(run_batch_vector(c, doc.get("toolsets", {})))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # a case the engine refuses
+            where = args.file or "the shipped vectors"
+            raise UsageError(f"{where}: case {c['id']!r} cannot be run: {type(exc).__name__}: {exc}") from None
     failed = [r for r in results if not r.passed]
     if args.format == "json":
-        print(json.dumps({
+        print(_safejson.dumps({
             "cases": len(results), "failed": [r.case_id for r in failed],
             "diffs": {r.case_id: r.diff() for r in failed},
         }, indent=2))
     else:
         color = use_color()
         rows = [
-            [r.case_id, paint("pass", "32", color) if r.passed else paint("FAIL", "31;1", color),
-             str(r.observed["executed"]), compact(r.observed["aborted"], 40)]
+            [printable(r.case_id), paint("pass", "32", color) if r.passed else paint("FAIL", "31;1", color),
+             str(r.observed["executed"]), printable(compact(r.observed["aborted"], 40))]
             for r in results
         ]
         print(table(["case", "verdict", "executed", "aborted"], rows))
         for r in failed:
-            print(f"\n{r.case_id}:")
+            print(f"\n{printable(r.case_id)}:")
             for d in r.diff():
-                print(f"  {d}")
+                print(f"  {printable(d)}")
         print(f"\n{len(results) - len(failed)}/{len(results)} vectors pass")
     return EXIT_FOUND if failed else EXIT_OK

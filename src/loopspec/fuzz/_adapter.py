@@ -646,18 +646,23 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 
 
 def serve_stdio(executor: InProcess, rfd: int = 0, wfd: int = 1) -> None:
-    """Run ``executor`` as an adapter process on the given descriptors until shutdown / EOF."""
-    peer = Peer(Channel(rfd, wfd), strict=False)
+    """Run ``executor`` as an adapter process on the given descriptors until shutdown / EOF (the
+    JSON-RPC server is :class:`loopspec._serve.Server`)."""
+    from .._serve import RemoteError, Server
 
-    def handler(method: str, params: Json) -> Json:
+    def translate(exc: BaseException) -> tuple[int, str, Json]:
+        if isinstance(exc, RpcError):
+            return exc.code, exc.message, exc.data
+        if isinstance(exc, ProtocolFailure):
+            return INTERNAL, f"the harness broke the protocol: {exc}", None
+        return INTERNAL, f"internal error: {type(exc).__name__}", None  # never a traceback on the wire
+
+    def call(method: str, params: Json) -> Json:
         try:
-            return executor.handle(method, params, lambda m, p: peer.request(m, p, handler))
-        except RpcError:
-            raise
-        except ProtocolFailure as f:
-            raise RpcError(INTERNAL, f"the harness broke the protocol: {f}") from None
-        except Exception as exc:  # never a traceback on the wire
-            raise RpcError(INTERNAL, f"internal error: {type(exc).__name__}") from None
+            return server.call(method, params)
+        except RemoteError as err:
+            raise RpcError(err.code if err.code.__class__ is int else INTERNAL, str(err.message), err.data) from None
 
-    peer.serve(handler)
-
+    server = Server(lambda method, params, _call: executor.handle(method, params, call), rfd, wfd,
+                    translate=translate)
+    server.serve()

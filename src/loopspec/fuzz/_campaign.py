@@ -807,13 +807,13 @@ class CaseError(ValueError):
 
 
 def load_case(path: str | Path) -> dict[str, Json]:
+    from .. import _safejson
+
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CaseError(f"{p}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise CaseError(f"{p}:{exc.lineno}: not JSON: {exc.msg}") from None
+    try:  # the hardened loader: size, UTF-8, depth, integer digits, finite numbers; file:line: reason
+        doc = _safejson.load_json(p, what="case file")
+    except _safejson.JsonInputError as exc:
+        raise CaseError(str(exc)) from None
     if not isinstance(doc, dict) or doc.get("format") != CASE_FORMAT:
         raise CaseError(f"{p}: format: must be {CASE_FORMAT!r}")
     steps = doc.get("steps")

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .. import _safejson
 from .model import Machine
 
 __all__ = [
@@ -188,11 +189,11 @@ def _classify(text: str, path: str) -> tuple[Literal["simple", "ledger"], Any]:
     if not text.strip():
         raise OverlayError(path, 0, "the file is empty")
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data":
+        doc = _safejson.loads(text)
+    except _safejson.JsonInputError as exc:
+        if exc.reason == "not JSON: Extra data":
             return "ledger", None
-        raise OverlayError(path, exc.lineno, f"not JSON: {exc.msg}") from None
+        raise OverlayError(path, exc.line or 0, exc.message()) from None
     if isinstance(doc, dict) and ("path" in doc or "transitions" in doc):
         return "simple", doc
     if isinstance(doc, dict):
@@ -221,9 +222,9 @@ def ledger_runs(text: str, path: str) -> dict[str, list[tuple[int, dict[str, Any
         if not line.strip():
             continue
         try:
-            ev = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise OverlayError(path, n, f"not JSON: {exc.msg}") from None
+            ev = _safejson.parse_line(line)
+        except _safejson.JsonInputError as exc:
+            raise OverlayError(path, n, exc.message()) from None
         if not isinstance(ev, dict):
             raise OverlayError(path, n, "a ledger event must be a JSON object")
         run = ev.get("run")
