@@ -351,3 +351,26 @@ def test_risks_rank_duplicate_side_effects_first_and_name_the_avoiding_setting()
     assert [r.rule for r in risks] == ["R6", "R15", "R2"]
     assert risks[0].observed_only == ["id_binding"] and risks[0].avoided_by == []
     assert risks[1].avoided_by == ["handle_tool_errors=text"]
+
+
+def test_conforms_rows_say_how_many_examples_met_the_rules_preconditions() -> None:
+    """A "conforms" row carries the rule's exercised preconditions (e.g. replays across rounds seen), counted
+    from the judged traces (loopspec.fuzz._exercised), never a bare "no divergence"."""
+    from loopspec.fuzz._campaign import CampaignResult
+    from loopspec.fuzz._exercised import describe, exercised
+    from loopspec.fuzz._report import render_report, report_data
+
+    a = {"id": "c1", "name": "lookup", "arguments": {"q": "a"}}
+    b = {"id": "c1", "name": "lookup", "arguments": {"q": "b"}}
+    trace = _loop([{"calls": [a]}, {"calls": [a, b]}, {"final": "x"}], [[], [], []], [], {"status": "COMPLETED",
+                  "stopReason": "FINAL_ANSWER", "final": "x"})
+    counts = exercised(trace)
+    assert counts["R6"] == 1 and counts["R6 across rounds"] == 1 and counts["R7"] == 1
+    assert counts["R7 across rounds"] == 1 and counts["R18"] == 1
+    assert describe("R6", counts) == "1 replays (same id, same content), 1 replays across rounds seen"
+    stats = {"examples": 1, "steps": 1, "executionsObserved": 0, "seconds": 0.0, "exercised": dict(counts)}
+    empty = CampaignResult(findings=[], seed=1, stats=stats, files=[])
+    data = report_data(impl="x", info={}, mode="loop", profile=None, result=empty, strict=None, out=None)
+    r6 = next(r for r in data["rules"] if r["rule"] == "R6")
+    assert r6["status"] == "conforms" and "1 replays across rounds seen" in r6["exercised"]
+    assert "| R6 | Replay: same id, same content | conforms (1 replays" in render_report(data)

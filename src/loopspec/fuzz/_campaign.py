@@ -28,6 +28,7 @@ import math
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from .._judge import TRACE_FORMAT, Verdict, decision_position, judge
 from .._spec import load_rules, load_spec
 from .._text import compact, write_atomic
 from ._adapter import Impl, ImplFactory
+from ._exercised import exercised
 from ._generate import batch_steps
 from ._harness import LATE_GRACE, amend_late, late_message, run_batch_step, trace_failed
 from ._rpc import ProtocolFailure
@@ -273,6 +275,7 @@ class Campaign:
         self.confirm = confirm
         self.progress = progress
         self.best: dict[str, Finding] = {}
+        self.exercised: Counter[str] = Counter()  # rule preconditions the judged traces met (_exercised)
         self.examples = 0
         self.step_count = 0
         self.executions = 0
@@ -414,6 +417,7 @@ class Campaign:
         if shared:
             self.shared_history.append(step)
         verdict = judge(trace, profile=self.profile)
+        self.exercised.update(exercised(trace))
         if verdict.ok:
             return
         prefix = self.shared_history[: len(self.shared_history) - len(ex.steps)] if shared else []
@@ -689,6 +693,7 @@ class Campaign:
             "flaky": flaky,
             "interrupted": interrupted,
             "shrinkTimeSpent": self.stopped_early,
+            "exercised": dict(sorted(self.exercised.items())),
         }
 
     # -- files ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from the strict spec when no profile is given), each with its shrunk counterexam
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
@@ -18,6 +19,7 @@ from .._profiles import params_for
 from .._spec import load_rules, load_spec
 from .._text import write_atomic
 from ._campaign import CampaignResult, Finding, json_text
+from ._exercised import describe
 
 Json = Any
 
@@ -71,6 +73,9 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
         for pid in params_for(spec, profile).differs(spec):
             for rid in spec.parameter(pid).rules:
                 unwitnessed.setdefault(rid, []).append(pid)
+    counts: Counter[str] = Counter((result.stats or {}).get("exercised") or {})
+    if strict is not None:
+        counts.update((strict.stats or {}).get("exercised") or {})
     per_rule = []
     for rid in rules + sorted(r for r in deviations if r not in rules):
         if rid in deviations:
@@ -86,6 +91,9 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
             entry = {"rule": rid, "status": "conforms"}
             if unwitnessed.get(rid):  # the profile differs here, but no campaign met a case that shows it
                 entry["profileDiffersUnwitnessed"] = unwitnessed[rid]
+            seen = describe(rid, counts)
+            if seen is not None:  # how strong "conforms" is: the rule's preconditions the campaigns met
+                entry["exercised"] = seen
         per_rule.append(entry)
     prof = spec.profile(profile) if profile else None
     return {
@@ -162,6 +170,8 @@ def render_report(data: Mapping[str, Json]) -> str:
         elif r["status"] == "deviates":
             extra = (f" — {r['kind']}: deviates from its documented profile" if prof != "strict"
                      else f" — {r['kind']}")
+        if r["status"] == "conforms" and r.get("exercised"):
+            extra += f" ({r['exercised']})"
         lines.append(f"| {r['rule']} | {titles.get(r['rule'], '')} | {_STATUS[r['status']]}{extra} |")
     lines.append("")
     shown = [r for r in data["rules"] if r["status"] != "conforms"]
