@@ -51,6 +51,10 @@ def campaign(impl: str, mode: str, out: Path, examples: int, seed: int, shrink: 
     return json.loads(report.with_suffix(".json").read_text(encoding="utf-8")), time.perf_counter() - t0
 
 
+#: settings that only act between model requests: the settings matrix varies them in loop mode only
+LOOP_ONLY = {"recursion_limit", "max_iterations", "early_stopping_method", "reflect_on_tool_use", "tool_use_behavior"}
+
+
 def found(data: dict) -> set[str]:
     return {r["rule"] for r in data["rules"] if r["status"] != "conforms"}
 
@@ -80,6 +84,7 @@ def main() -> int:
                "|---|---|---|---|---|---|---|"]
     reports: list[tuple[str, str, dict]] = []
     matrix: dict[tuple[str, str], list[tuple[str, set[str]]]] = {}
+    baselines: dict[tuple[str, str], set[str]] = {}
     matrix_rows = ["| framework | mode | setting (others at the adapter's default) | strict findings: added | "
                    "strict findings: gone | seconds |", "|---|---|---|---|---|---|"]
     versions = []
@@ -110,9 +115,16 @@ def main() -> int:
                   file=sys.stderr)
             if args.matrix_examples <= 0:
                 continue
-            base = found(data)
+            # the baseline: the adapter's default settings in a campaign of the matrix's size and seed, so that a
+            # difference is the setting's, not the campaign's size
+            bdata, _ = campaign(name, mode, build / f"{name}-{mode}-defaults", args.matrix_examples, args.seed,
+                                args.matrix_shrink_time, None)
+            base = found(bdata)
+            baselines[(name, mode)] = base
             settings = resolve(FRAMEWORKS[name]).SETTINGS
             for setting, values in settings.items():
+                if mode == "batch" and setting in LOOP_ONLY:
+                    continue
                 for value in values[1:]:
                     label = f"{setting}={value}"
                     mdata, mdt = campaign(f"{name}[{label}]", mode, build / f"{name}-{mode}-{setting}-{value}",
@@ -128,7 +140,7 @@ def main() -> int:
                             f"| {name} | {mode} | `{label}` | "
                             + (", ".join(f"{r} ({k})" for r, k in sorted(added.items(), key=lambda x: int(x[0][1:])))
                                or "—") + " | " + (", ".join(gone) or "—") + f" | {mdt:.0f} |")
-    risks = rank_risks(reports, matrix)
+    risks = rank_risks(reports, matrix, baselines)
     risk_lines = []
     for cid, meaning in CONSEQUENCES:
         group = [r for r in risks if r.consequence == cid]
@@ -168,7 +180,8 @@ content) as the answers. Three views follow:
    shrunk case, whether the framework documents it, and the settings under which the campaign did not
    find it (the settings matrix).
 2. **Settings matrix**: the framework settings that change the loop's behaviour (each adapter declares
-   them), one strict campaign per other value; a row per setting that changed what the campaigns found.
+   them), one strict campaign per other value, compared with a campaign of the same size and seed at the
+   adapter's defaults; a row per setting that changed what the campaigns found.
 3. **Profile conformance**: judged under its **profile** (`spec/loop.toml`, `[[profile]]`, SPEC.md section
    4), per rule: **conforms** (no campaign found a divergence; where the profile differs from the strict
    default but no campaign met a case that shows it, the row says which parameter went unwitnessed);

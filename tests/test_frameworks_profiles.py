@@ -351,6 +351,11 @@ def test_risks_rank_duplicate_side_effects_first_and_name_the_avoiding_setting()
     assert [r.rule for r in risks] == ["R6", "R15", "R2"]
     assert risks[0].observed_only == ["id_binding"] and risks[0].avoided_by == []
     assert risks[1].avoided_by == ["handle_tool_errors=text"]
+    # a setting "avoids" a rule only when a campaign of the same size at the defaults found it
+    risks = rank_risks([("langgraph", "loop", report)],
+                       {("langgraph", "loop"): [("handle_tool_errors=text", {"R6", "R2"})]},
+                       {("langgraph", "loop"): {"R6", "R2"}})
+    assert risks[1].rule == "R15" and risks[1].avoided_by == []
 
 
 def test_conforms_rows_say_how_many_examples_met_the_rules_preconditions() -> None:

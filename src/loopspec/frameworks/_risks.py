@@ -74,12 +74,14 @@ class Risk:
 
 
 def rank_risks(reports: Iterable[tuple[str, str, Mapping[str, Json]]],
-               matrix: Mapping[tuple[str, str], Sequence[tuple[str, set[str]]]] | None = None) -> list[Risk]:
+               matrix: Mapping[tuple[str, str], Sequence[tuple[str, set[str]]]] | None = None,
+               baselines: Mapping[tuple[str, str], set[str]] | None = None) -> list[Risk]:
     """Every strict divergence of the reports ``(framework, mode, report JSON)``, most severe first.
 
     ``matrix[(framework, mode)]`` lists ``(settings, rules found)`` for each setting combination the
-    campaign varied: a risk whose rule a combination did not find names it as the setting that avoids it
-    (as far as that campaign could tell)."""
+    campaign varied, ``baselines[(framework, mode)]`` the rules a campaign of the same size found at the
+    adapter's defaults: a risk whose rule the baseline found and a combination did not names that
+    combination as the setting that avoids it (as far as campaigns of that size can tell)."""
     out = []
     for fw, mode, data in reports:
         for r in data["rules"]:
@@ -87,8 +89,9 @@ def rank_risks(reports: Iterable[tuple[str, str, Mapping[str, Json]]],
                 continue
             risk = Risk(fw, mode, r["rule"], r["kind"], r["status"], r["explanation"], r.get("case"),
                         list(r.get("parameters", [])), r.get("observedOnly"))
+            base = (baselines or {}).get((fw, mode))
             for settings, rules in (matrix or {}).get((fw, mode), ()):
-                if r["rule"] not in rules:
+                if r["rule"] not in rules and (base is None or r["rule"] in base):
                     risk.avoided_by.append(settings)
             out.append(risk)
     out.sort(key=lambda k: (k.rank, k.framework, k.mode, int(k.rule[1:]) if k.rule[1:].isdigit() else 99))
