@@ -32,14 +32,20 @@ ENV = {**os.environ, "PYTHONHASHSEED": "0"}
 sys.path.insert(0, str(ROOT / "src"))
 
 from loopspec._text import write_atomic  # noqa: E402
-from loopspec.frameworks import FRAMEWORKS, PACKAGES, resolve  # noqa: E402
+from loopspec.frameworks import FRAMEWORKS, PACKAGES, installed, resolve  # noqa: E402
 from loopspec.frameworks._risks import CONSEQUENCES, rank_risks  # noqa: E402
+
+#: --from-build: assemble the page from the reports a previous run left in build/frameworks/ (no campaign)
+REUSE = False
 
 
 def campaign(impl: str, mode: str, out: Path, examples: int, seed: int, shrink: float,
              profile: str | None) -> tuple[dict, float]:
     """One `loopspec fuzz` run with a report: (the report's JSON, seconds)."""
     report = out / "report.md"
+    if REUSE and report.with_suffix(".json").is_file():
+        data = json.loads(report.with_suffix(".json").read_text(encoding="utf-8"))
+        return data, sum((data.get(k) or {}).get("seconds", 0.0) for k in ("stats", "strictStats"))
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "loopspec", "fuzz", "--impl", impl, "--mode", mode, "--max-examples", str(examples),
            "--seed", str(seed), "--shrink-time", str(shrink), "--out", str(out), "--report", str(report), "--quiet"]
@@ -53,6 +59,41 @@ def campaign(impl: str, mode: str, out: Path, examples: int, seed: int, shrink: 
 
 #: settings that only act between model requests: the settings matrix varies them in loop mode only
 LOOP_ONLY = {"recursion_limit", "max_iterations", "early_stopping_method", "reflect_on_tool_use", "tool_use_behavior"}
+
+
+def probes(names: list[str], out: Path) -> dict[str, list[dict]]:
+    """Run every probe (loopspec.frameworks._probes) on each framework, judged like a strict campaign's finding:
+    framework -> the report entries (rule, kind, status, explanation, case) of the probes that diverge."""
+    from loopspec._judge import judge
+    from loopspec.frameworks._probes import PROBES
+    from loopspec.fuzz._adapter import InProcessImpl
+    from loopspec.fuzz._campaign import CampaignResult, Finding, run_step
+    from loopspec.fuzz._report import report_data
+
+    out.mkdir(parents=True, exist_ok=True)
+    stats = {"examples": 0, "steps": 0, "executionsObserved": 0, "seconds": 0.0}
+    found_by: dict[str, list[dict]] = {}
+    for name in names:
+        rules: dict[str, dict] = {}
+        for pid, (_what, step) in PROBES.items():
+            impl = resolve(name)()
+            step = impl.normalize_step(step)
+            trace = run_step(InProcessImpl(impl), step)
+            v = judge(trace)
+            if v.ok or v.violation is None or v.violation.rule in rules:
+                continue
+            f = Finding(v, [step], [trace], shrunk=True)
+            case = out / f"{name}-{pid}.json"
+            case.write_text(json.dumps(f.case_json({"impl": name, "seed": None, "probe": pid}), indent=1) + "\n",
+                            encoding="utf-8")
+            data = report_data(impl=name, info={}, mode="loop", profile=name, out=None,
+                               result=CampaignResult(findings=[], seed=0, stats=stats, files=[]),
+                               strict=CampaignResult(findings=[f], seed=0, stats=stats, files=[]))
+            entry = next(r for r in data["rules"] if r["rule"] == v.violation.rule)
+            rules[v.violation.rule] = {**entry, "case": str(case)}
+        found_by[name] = list(rules.values())
+        print(f"probes {name}: {sorted(rules)}", file=sys.stderr)
+    return found_by
 
 
 def found(data: dict) -> set[str]:
@@ -77,7 +118,12 @@ def main() -> int:
                     help="--shrink-time of each settings-matrix campaign (it only has to find which rules a setting "
                          "changes; the shrunk cases of the risk view come from the main campaigns)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "frameworks.md"))
+    ap.add_argument("--from-build", action="store_true",
+                    help="run no campaign that already has a report in build/frameworks/ (its seconds are the "
+                         "campaigns' own); the probes always run")
     args = ap.parse_args()
+    global REUSE
+    REUSE = args.from_build
     build = ROOT / "build" / "frameworks"
     sections = []
     summary = ["| framework | version | mode | conforms | design choices | deviations | seconds |",
@@ -140,6 +186,10 @@ def main() -> int:
                             f"| {name} | {mode} | `{label}` | "
                             + (", ".join(f"{r} ({k})" for r, k in sorted(added.items(), key=lambda x: int(x[0][1:])))
                                or "—") + " | " + (", ".join(gone) or "—") + f" | {mdt:.0f} |")
+    probed = probes([n for n in args.names if n in PACKAGES and installed(n)], build / "probes")
+    seen = {(fw, mode, r["rule"]) for fw, mode, data in reports for r in data["rules"] if r["status"] != "conforms"}
+    reports += [(fw, "loop (probe)", {"rules": [r for r in rules if (fw, "loop", r["rule"]) not in seen]})
+                for fw, rules in probed.items()]
     risks = rank_risks(reports, matrix, baselines)
     risk_lines = []
     for cid, meaning in CONSEQUENCES:

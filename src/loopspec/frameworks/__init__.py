@@ -1,7 +1,9 @@
 """In-process adapters for real Python agent frameworks (optional extras).
 
-``loopspec fuzz --impl pydantic-ai`` (or ``openai-agents``, ``langgraph``) drives the framework's own
-tool-calling path with a scripted model and no network; ``--impl module:attr`` loads any
+``loopspec fuzz --impl pydantic-ai`` (or ``openai-agents``, ``langgraph``, ``smolagents``, ``llamaindex``,
+``autogen``) drives the framework's own tool-calling path with a scripted model and no network;
+``--impl 'NAME[setting=value,...]'`` runs it with other values of the settings its adapter declares
+(``SETTINGS``: the settings matrix of docs/frameworks.md); ``--impl module:attr`` loads any
 :class:`loopspec.fuzz.Executor` subclass (or factory) the same way. Each adapter module imports its
 framework only when it is used: ``pip install 'loopspec[pydantic-ai]'`` etc.
 """
