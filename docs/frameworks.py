@@ -74,13 +74,13 @@ def probes(names: list[str], out: Path) -> dict[str, list[dict]]:
     stats = {"examples": 0, "steps": 0, "executionsObserved": 0, "seconds": 0.0}
     found_by: dict[str, list[dict]] = {}
     for name in names:
-        rules: dict[str, dict] = {}
+        rules: dict[tuple[str, str], dict] = {}
         for pid, (_what, step) in PROBES.items():
             impl = resolve(name)()
             step = impl.normalize_step(step)
             trace = run_step(InProcessImpl(impl), step)
             v = judge(trace)
-            if v.ok or v.violation is None or v.violation.rule in rules:
+            if v.ok or v.violation is None or (v.violation.rule, v.violation.kind) in rules:
                 continue
             f = Finding(v, [step], [trace], shrunk=True)
             case = out / f"{name}-{pid}.json"
@@ -90,7 +90,7 @@ def probes(names: list[str], out: Path) -> dict[str, list[dict]]:
                                result=CampaignResult(findings=[], seed=0, stats=stats, files=[]),
                                strict=CampaignResult(findings=[f], seed=0, stats=stats, files=[]))
             entry = next(r for r in data["rules"] if r["rule"] == v.violation.rule)
-            rules[v.violation.rule] = {**entry, "case": str(case)}
+            rules[(v.violation.rule, v.violation.kind)] = {**entry, "case": str(case)}
         found_by[name] = list(rules.values())
         print(f"probes {name}: {sorted(rules)}", file=sys.stderr)
     return found_by
@@ -187,10 +187,16 @@ def main() -> int:
                             + (", ".join(f"{r} ({k})" for r, k in sorted(added.items(), key=lambda x: int(x[0][1:])))
                                or "—") + " | " + (", ".join(gone) or "—") + f" | {mdt:.0f} |")
     probed = probes([n for n in args.names if n in PACKAGES and installed(n)], build / "probes")
-    seen = {(fw, mode, r["rule"]) for fw, mode, data in reports for r in data["rules"] if r["status"] != "conforms"}
-    reports += [(fw, "loop (probe)", {"rules": [r for r in rules if (fw, "loop", r["rule"]) not in seen]})
+    seen = {(fw, mode, r["rule"], r["kind"]) for fw, mode, data in reports for r in data["rules"]
+            if r["status"] != "conforms"}
+    reports += [(fw, "loop (probe)", {"rules": [r for r in rules if (fw, "loop", r["rule"], r["kind"]) not in seen]})
                 for fw, rules in probed.items()]
     risks = rank_risks(reports, matrix, baselines)
+    only = {fw: sorted({r["rule"] for r in rules if (fw, "loop", r["rule"], r["kind"]) not in seen},
+                       key=lambda x: int(x[1:])) for fw, rules in probed.items()}
+    probe_note = ("Divergences only the probes met (in the risk view, not counted here): "
+                  + "; ".join(f"{fw} {', '.join(rs)}" for fw, rs in only.items() if rs) + "."
+                  if any(only.values()) else "The probes met no divergence the campaigns did not.")
     risk_lines = []
     for cid, meaning in CONSEQUENCES:
         group = [r for r in risks if r.consequence == cid]
@@ -215,8 +221,9 @@ def main() -> int:
     matrix_text = ("\n".join(matrix_rows) if len(matrix_rows) > 2 else "No setting changed what the campaigns found.")
     head = f"""# loopspec against real agent frameworks
 
-Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples {args.examples} --matrix-examples \
-{args.matrix_examples} --matrix-shrink-time {args.matrix_shrink_time:g} --seed {args.seed}` with {", ".join(versions)}: the versions CI installs
+Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples {args.examples} --shrink-time \
+{args.shrink_time:g} --matrix-examples {args.matrix_examples} --matrix-shrink-time {args.matrix_shrink_time:g} --seed \
+{args.seed}` with {", ".join(versions)}: the versions CI installs
 (`.ci/frameworks-constraints.txt`, also the lower bounds of the `frameworks` extra in pyproject.toml) and fuzzes
 in smaller campaigns (tests/test_frameworks_fuzz.py). Everything below is what the runs showed, nothing else.
 
@@ -263,6 +270,8 @@ they are not committed — regenerate to get them.
 """ + matrix_text + """
 
 ## Profile conformance: summary
+
+The counts are the campaigns' (profile and strict). """ + probe_note + """
 
 """ + "\n".join(summary) + "\n"
     write_atomic(args.out, head + "\n" + "\n".join(sections))
