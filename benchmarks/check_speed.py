@@ -10,9 +10,14 @@ Writes a synthetic ledger (real reference-engine runs, relabelled and interleave
 * a **skeleton**: the oracle's read loop (readline, parse, one dict lookup for the run) feeding
   each event to a per-run object that reads only ``seq``, ``type``, ``step``, ``via`` and ``t``
   and checks their order — no state machine, no guard, no field check. No checker that replays
-  events in Python can be faster than this, so it bounds what a Python oracle can reach.
+  events in Python can be faster than this, so it bounds what a Python oracle can reach;
+* **check --jobs N** (N = ``--jobs``, default the number of CPUs): the same file split across N
+  processes by run (``loopspec.oracle._split``: each process scans every line for its run id and
+  checks only its own runs), timed from the first fork to the last merged record, beside the same
+  single-core parse rate. Each round prints its own ratios (parse, single check and split check are
+  measured one after the other in the round), so a noisy machine shows as spread between rounds.
 
-Prints events per second and the ratio check / limit. With ``--memory`` it also checks the file
+Prints events per second and the ratios check / limit and check --jobs N / limit. With ``--memory`` it also checks the file
 under tracemalloc and prints the peak. No assertion: the numbers are for reading.
 
     python benchmarks/check_speed.py --events 300000
@@ -21,10 +26,12 @@ under tracemalloc and prints the peak. No assertion: the numbers are for reading
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 from loopspec import _safejson
 from loopspec._judge import default_spec
@@ -45,6 +52,24 @@ def parse_only(path: Path) -> int:
             loads(line)
             n += 1
     return n
+
+
+_CPU: dict[str, float] = {}
+
+
+def check_jobs(path: Path, jobs: int) -> tuple[int, int]:
+    from loopspec.oracle._records import Summary
+    from loopspec.oracle._split import check_split
+
+    s = Summary()
+    info: dict[str, Any] = {}
+    t = time.process_time()
+    runs = sum(1 for r in check_split(str(path), jobs, summary=s, info=info) if getattr(r, "verdict", "") == "conforms")
+    assert "fallback" not in info, info  # a fallback to one process would not measure the split
+    _CPU["parent"] = time.process_time() - t
+    _CPU["workers"] = max(info["workerCpuSeconds"])
+    _CPU["total"] = _CPU["parent"] + sum(info["workerCpuSeconds"])
+    return s.events, runs
 
 
 def check(path: Path) -> tuple[int, int]:
@@ -117,6 +142,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--memory", action="store_true", help="also measure the peak memory of a check (tracemalloc)")
     ap.add_argument("--record-arguments", action="store_true", help="ledgers with raw arguments (R4 recomputed)")
+    ap.add_argument("--parsers", default="orjson,json", help="the parsers to measure single-process (default: both)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="processes for the split check (default: the number of CPUs)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "ledger.ndjson"
@@ -125,7 +153,7 @@ def main() -> None:
         size = path.stat().st_size
         print(f"ledger: {info['events']} events, {info['runs']} runs, {size / 1e6:.1f} MB "
               f"({size / info['events']:.0f} bytes/event)")
-        parsers = ["orjson", "json"] if _json._fast is not None else ["json"]
+        parsers = [p for p in args.parsers.split(",") if p == "json" or _json._fast is not None] or ["json"]
         for parser in parsers:
             _json.use_parser(parser)
             t_parse, n = best(lambda: parse_only(path), args.repeat)
@@ -140,6 +168,27 @@ def main() -> None:
                   f"takes {1e6 / skel:.2f} us, leaving {budget:.2f} us for the check itself (it takes "
                   f"{1e6 / rate - 1e6 / skel:.2f} us)")
         _json.use_parser(parsers[0])
+        print(f"--jobs {args.jobs} on one file ({os.cpu_count()} CPUs; anchor: single-core {parsers[0]} parse rate, "
+              "measured in the same round):")
+        ratios = []
+        for k in range(args.repeat):
+            t_parse, n = best(lambda: parse_only(path), 1)
+            c0 = time.process_time()
+            t_one, _ = best(lambda: check(path), 1)
+            t_one_cpu = [time.process_time() - c0]
+            t_jobs, (events, runs) = best(lambda: check_jobs(path, args.jobs), 1)  # type: ignore[misc]
+            assert events == n and runs == info["runs"], (events, n, runs)
+            limit = n / t_parse
+            ratios.append((n / t_one / limit, n / t_jobs / limit))
+            print(f"  round {k + 1}: parse only {limit:>10,.0f} events/s | check {n / t_one:>10,.0f} events/s = "
+                  f"{n / t_one / limit:.0%} | check --jobs {args.jobs} {n / t_jobs:>10,.0f} events/s = "
+                  f"{n / t_jobs / limit:.0%} of the limit")
+            print(f"           CPU seconds: one process {t_one_cpu[0]:.2f}; split: busiest process "
+                  f"{_CPU['workers']:.2f}, parent {_CPU['parent']:.2f}, all {_CPU['total']:.2f} (on {args.jobs} free "
+                  f"cores the busiest process bounds the wall time; the machine's load shows as wall > CPU)")
+        best_one, best_jobs = max(r[0] for r in ratios), max(r[1] for r in ratios)
+        print(f"  best: check/limit = {best_one:.0%}, check --jobs {args.jobs}/limit = {best_jobs:.0%} "
+              f"(target 50%)")
         if args.memory:
             tracemalloc.start()
             check(path)

@@ -67,7 +67,8 @@ def probes(names: list[str], out: Path) -> dict[str, list[dict]]:
     from loopspec._judge import judge
     from loopspec.frameworks._probes import PROBES
     from loopspec.fuzz._adapter import InProcessImpl
-    from loopspec.fuzz._campaign import CampaignResult, Finding, run_step
+    from loopspec.fuzz._harness import run_step
+    from loopspec.fuzz._model import CampaignResult, Finding
     from loopspec.fuzz._report import report_data
 
     out.mkdir(parents=True, exist_ok=True)

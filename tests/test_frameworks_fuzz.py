@@ -17,7 +17,7 @@ from loopspec._spec import load_spec
 from loopspec.frameworks import FRAMEWORKS, PACKAGES, installed, resolve
 from loopspec.fuzz import fuzz
 from loopspec.fuzz._adapter import InProcessImpl
-from loopspec.fuzz._campaign import run_step
+from loopspec.fuzz._harness import run_step
 
 #: deviations from their own profile that the campaigns below are known to find (docs/frameworks.md)
 #: (whether a 15-example campaign meets one depends on the string-hash seed; finding it is allowed, not required)

@@ -253,7 +253,7 @@ def test_report_never_calls_an_unwitnessed_profile_difference_plain_conformance(
     """A rule whose profile parameter differs from the strict default, where no campaign met a case that
     shows the difference, is reported as conforming *with* that caveat (e.g. LangGraph has no execution
     budget, R9, and the adapter cannot pass one): never as plain conformance to the strict spec."""
-    from loopspec.fuzz._campaign import CampaignResult
+    from loopspec.fuzz._model import CampaignResult
     from loopspec.fuzz._report import render_report, report_data
 
     stats = {"examples": 1, "steps": 1, "executionsObserved": 0, "seconds": 0.0}
@@ -272,7 +272,7 @@ def test_report_a_finding_explained_only_by_an_observed_choice_is_a_deviation() 
     """P-EVIDENCE: LangGraph's re-execution of a repeated id conforms to its profile only through
     id_binding = none, which nothing documents (evidence = observed): the report says R6 deviates, and
     names the observed choice; a finding a documented choice explains stays a design choice."""
-    from loopspec.fuzz._campaign import CampaignResult, Finding
+    from loopspec.fuzz._model import CampaignResult, Finding
     from loopspec.fuzz._report import render_report, report_data
 
     replay = _batch([C1, C1], [C1, C1], {"results": [{"id": "c1", "status": "ok", "output": 0},

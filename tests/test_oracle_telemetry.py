@@ -297,6 +297,7 @@ def test_histories_are_detected_and_read() -> None:
     assert rec.input == "langchain" and (rec.violation.rule, rec.violation.kind) == ("R11", "result-missing")
 
 
+@pytest.mark.slow
 @pytest.mark.frameworks
 def test_the_recordings_are_reproducible() -> None:
     """Record every scenario again with the real frameworks and exporters: same verdicts as the manifest."""

@@ -135,7 +135,7 @@ def test_toml_under_the_same_limits(tmp_path: Path) -> None:
     for text, needle in [("a = " + "[" * 3000 + "]" * 3000, "nested more than 128 levels"),
                          ("a = " + "[" * 200 + "]" * 200, "nested more than 128 levels"),
                          ("a = inf", "not finite"), ("a = nan", "not finite"),
-                         ("a = " + "9" * 5000, "not TOML loopspec can read"),
+                         ("a = " + "9" * 5000, "an integer of 5000 digits"),
                          ("a = " + "9" * 30, "more than 20 digits"),
                          ("a = 1\nb = = 2", "not valid TOML")]:
         p.write_text(text)

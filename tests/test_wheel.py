@@ -84,7 +84,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 def test_the_installed_package_is_the_wheel_with_its_spec_and_no_test_tools(installed: Installed) -> None:
     r = installed.run(installed.python, "-c", (
         "import importlib.util as u, json, loopspec, loopspec._spec as s\n"
+        "from loopspec.cli.demo import example_executor\n"
         "print(json.dumps({'module': loopspec.__file__, 'spec': str(s.shipped_spec_path()),\n"
+        "  'executor': str(example_executor()),\n"
         "  'absent': [m for m in ('pytest', 'crosshair', 'z3') if u.find_spec(m) is None]}))"))
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
@@ -93,6 +95,9 @@ def test_the_installed_package_is_the_wheel_with_its_spec_and_no_test_tools(inst
     spec = Path(info["spec"])
     assert spec.is_relative_to(site) and spec.parts[-3:] == ("loopspec", "spec", "loop.toml")
     assert info["absent"] == ["pytest", "crosshair", "z3"]  # none is needed to run loopspec
+    # the example executor travels in the wheel, so an installed `loopspec demo` fuzzes it (section 5)
+    assert Path(info["executor"]).parts[-3:] == ("loopspec", "examples", "executor.py")
+    assert Path(info["executor"]).read_bytes() == (ROOT / "examples" / "python" / "executor.py").read_bytes()
 
 
 def test_spec(installed: Installed) -> None:

@@ -562,7 +562,13 @@ def parse_toml(text: str, *, file: str | None = None, limits: Limits = DEFAULT_L
         line, col = _deep_position(text, limits.max_depth)
         raise JsonInputError(f"nested more than {limits.max_depth} levels deep (the limit)", file=file, line=line,
                              column=col) from None
-    except ValueError as exc:  # e.g. an integer past Python's conversion limit
+    except ValueError as exc:  # an integer past Python's conversion limit (4300 digits)
+        m = re.search("[0-9_]{" + str(limits.max_int_digits + 1) + ",}", text)
+        if m is not None:
+            line, col = _position(text, m.start())
+            digits = len(m.group().replace("_", ""))
+            raise JsonInputError(f"an integer of {digits} digits (the limit is {limits.max_int_digits} digits)",
+                                 file=file, line=line, column=col) from None
         raise JsonInputError(f"not TOML loopspec can read: {str(exc).splitlines()[0]}", file=file) from None
     try:
         check_value(doc, limits=limits, where="$")

@@ -2,7 +2,10 @@
 
 ``run_cli`` gives the exit code, the output, the child's peak resident set size (``os.wait4``'s
 ``ru_maxrss``: the child and the descendants it waited for, measured by the kernel, so a parser's
-C allocations count) and every process the run left behind. A process is recognised as the run's
+C allocations count) and every process the run left behind. The child is started by a small
+launcher (``_launch.py``) that reports its rusage: forked directly from pytest, the child would
+start with pytest's resident size as its high-water mark (kept across ``exec``), and every
+measurement would be at least that. A process is recognised as the run's
 by a unique tag in its environment, so a grandchild that left the process group (``setsid``) is
 still found. Leftovers are killed before ``run_cli`` returns; the test asserts there were none.
 """
@@ -22,6 +25,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+_LAUNCH = Path(__file__).resolve().parent / "_launch.py"
 
 #: The tag's name in the environment of every process a run starts.
 TAG = "LOOPSPEC_HOSTILE_RUN"
@@ -73,10 +78,13 @@ def run_cli(args: Sequence[str], *, wall: float = 60.0, cwd: str | Path | None =
     full_env[TAG] = tag
     full_env.setdefault("PYTHONHASHSEED", "0")
     full_env.pop("LOOPSPEC_DEBUG", None)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.TemporaryDirectory() as rdir:
+        report = Path(rdir) / "rusage.json"
         start = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "loopspec", *args], cwd=cwd, env=full_env,
+            [sys.executable, "-S", str(_LAUNCH), str(report), sys.executable, "-m", "loopspec", *args],
+            cwd=cwd, env=full_env,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=out, stderr=err, start_new_session=True,
         )
@@ -88,19 +96,25 @@ def run_cli(args: Sequence[str], *, wall: float = 60.0, cwd: str | Path | None =
             except BrokenPipeError:
                 pass
         timed_out = False
-        status, rusage = 0, None
+        status = 0
         while True:
-            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             if time.monotonic() - start > wall:
                 timed_out = True
                 os.killpg(proc.pid, signal.SIGKILL)
-                _, status, rusage = os.wait4(proc.pid, 0)
+                _, status, _ = os.wait4(proc.pid, 0)
                 break
             time.sleep(0.02)
         proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
         seconds = time.monotonic() - start
+        peak = math.nan
+        returncode = proc.returncode
+        if report.is_file():  # the launcher's report on the command itself
+            child = json.loads(report.read_text())
+            peak = child["maxrss_kb"] / 1024
+            returncode = os.waitstatus_to_exitcode(child["status"])
         # give orphans that were told to exit a moment, then collect what is still running
         deadline = time.monotonic() + settle
         left = _tagged(tag)
@@ -113,10 +127,9 @@ def run_cli(args: Sequence[str], *, wall: float = 60.0, cwd: str | Path | None =
         out.seek(0)
         err.seek(0)
         return CliRun(
-            args=tuple(args), returncode=-1 if timed_out else proc.returncode,
+            args=tuple(args), returncode=-1 if timed_out else returncode,
             stdout=out.read().decode(errors="replace"), stderr=err.read().decode(errors="replace"),
-            seconds=seconds, peak_rss_mb=(rusage.ru_maxrss / 1024 if rusage else math.nan),
-            timed_out=timed_out, leftovers=tuple(cmd for _, cmd in left),
+            seconds=seconds, peak_rss_mb=peak, timed_out=timed_out, leftovers=tuple(cmd for _, cmd in left),
         )
 
 

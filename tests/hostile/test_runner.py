@@ -52,3 +52,19 @@ def test_strict_json_refuses_nan(tmp_path: Path) -> None:
         assert "not valid JSON" in str(exc)
     else:
         raise AssertionError("NaN was accepted")
+
+
+def test_peak_rss_is_the_childs_own_not_the_parents() -> None:
+    """A child forked from a process holding 300 MB would report >= 300 MB (the high-water mark
+    survives exec); through the launcher it reports its own size."""
+    ballast = bytearray(300 * 1024 * 1024)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    run = run_cli(["--version"], wall=60)
+    del ballast
+    assert run.returncode == 0 and 5 < run.peak_rss_mb < 120, run.describe()
+
+
+def test_exit_code_passes_through_the_launcher(tmp_path: Path) -> None:
+    run = run_cli(["check", str(tmp_path / "missing.ndjson")], wall=60)
+    assert run.returncode == 2 and "no such file" in run.stderr, run.describe()

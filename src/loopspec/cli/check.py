@@ -37,6 +37,7 @@ from ..oracle._check import (
 )
 from ..oracle._histories import FORMATS as HISTORY_FORMATS
 from ..oracle._records import LEDGER_NOT_WITNESSED, MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
+from ..oracle._split import check_split, is_ledger
 from ..oracle._stream import DEFAULT_MAX_LINE, Options
 from ._common import (
     EXIT_USAGE,
@@ -69,7 +70,8 @@ def register(sub: Any) -> None:
     p.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
                    help="what the files hold (default: auto, decided per file)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="check N files in parallel processes (default 1; 0 = one per CPU)")
+                   help="N parallel processes (default 1; 0 = one per CPU): files in parallel, or one ledger file "
+                        "split by run")
     p.add_argument("--diagram", metavar="DIR",
                    help="for each violating ledger run, draw its path on the spec machine into DIR/<run>/")
     p.add_argument("--quiet", action="store_true", help="text: list only violating runs, not conforming ones")
@@ -276,7 +278,18 @@ def results(files: Sequence[str], fmt: str, opts: Options, jobs: int,
             on_open: Callable[[IO[bytes]], None] | None = None) -> Iterator[tuple[RunRecord | InputError,
                                                                                   Summary | None]]:
     """Records and errors in file order; a file's summary follows its last item (as the second element).
-    ``on_open`` sees each file as it is opened (one process only)."""
+    ``on_open`` sees each file as it is opened (one process only).
+
+    With one ledger file and ``jobs`` other than 1, the file itself is split across processes by run
+    (``oracle._split``): the same records in the same order."""
+    workers = (os.cpu_count() or 1) if jobs == 0 else jobs
+    if len(files) == 1 and workers > 1 and files[0] != "-" and fmt in ("auto", "ledger") \
+            and os.path.isfile(files[0]) and (fmt == "ledger" or is_ledger(files[0], opts)):
+        s = Summary()
+        for item in check_split(files[0], workers, options=opts, summary=s):
+            yield item, None
+        yield _END, s
+        return
     if jobs == 1 or len(files) == 1:
         for f in files:
             s = Summary()
@@ -284,7 +297,6 @@ def results(files: Sequence[str], fmt: str, opts: Options, jobs: int,
                 yield item, None
             yield _END, s
         return
-    workers = os.cpu_count() or 1 if jobs == 0 else jobs
     with ProcessPoolExecutor(max_workers=min(workers, len(files))) as pool:
         for res in pool.map(_file_job, [(f, fmt, opts) for f in files]):
             for rec in res.records:

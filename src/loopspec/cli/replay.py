@@ -26,7 +26,8 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..fuzz._campaign import CaseError, load_case, replay_case
+    from ..fuzz._model import CaseError, load_case
+    from ..fuzz._reduce import replay_case
 
     try:
         case = load_case(args.case)

@@ -76,6 +76,13 @@ def resolve(impl: str) -> Any | None:
     if entry is None and not _ENTRY.match(impl):
         return None
     module, _, attr = (entry or impl).partition(":")
+    if entry is None:  # a user's module: importable from the current directory, as `python -m pytest` does
+        import os
+        import sys
+
+        here = os.getcwd()
+        if here not in sys.path and "" not in sys.path:
+            sys.path.insert(0, here)
     try:
         obj: Any = importlib.import_module(module)
         for part in attr.split("."):

@@ -63,8 +63,9 @@ INPUT_FORMATS: Final = ("auto", "ledger", "trace", *FORMATS, *_histories.FORMATS
 _IMPORTERS: Final = {**IMPORTERS, **_histories.IMPORTERS}
 _WITNESSED: Final = {**WITNESSED, **_histories.WITNESSED}
 
-#: Most spans one telemetry file may hold (they are grouped into runs in memory).
-MAX_SPANS: Final = 2_000_000
+#: Most spans one telemetry file may hold (a file's spans are grouped into runs in memory: about 2 KB a
+#: span with message content); past it the file is refused with an error — split the export by trace.
+MAX_SPANS: Final = 250_000
 
 #: Said when a transcript or trace file that is one JSON document is past the size limit.
 _NDJSON_HINT: Final = ("; a transcript or trace file that is one JSON document must fit the limit too: write one "

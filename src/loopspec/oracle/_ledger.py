@@ -231,7 +231,20 @@ def cached_run_config(raw: Json, run_id: str, key: bytes | str | None = None) ->
             _CONFIGS.clear()
         _CONFIGS[key] = hit
     rc, lc = hit
-    return dataclasses.replace(rc, run_id=run_id), lc
+    return _with_run_id(rc, run_id), lc
+
+
+_RC_FIELDS: Final = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name != "run_id")
+
+
+def _with_run_id(rc: RunConfig, run_id: str) -> RunConfig:
+    """``dataclasses.replace(rc, run_id=run_id)`` without re-validating a configuration already
+    validated (a copy per run: the cached one is shared)."""
+    new = object.__new__(RunConfig)
+    for name in _RC_FIELDS:
+        object.__setattr__(new, name, getattr(rc, name))
+    object.__setattr__(new, "run_id", run_id)
+    return new
 
 
 def _json_dumps_sorted(v: Json) -> str:

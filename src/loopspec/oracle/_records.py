@@ -182,11 +182,23 @@ def _rule_key(item: tuple[str, int]) -> tuple[int, str]:
 # --------------------------------------------------------------------------------------------
 
 
+_CHECKS: dict[tuple[int, tuple[str, ...]], dict[str, list[str]]] = {}
+
+
 def ledger_checks(t: Tables, chk: RunChecker) -> dict[str, list[str]]:
-    assumed = chk.checks.assumed()
-    not_w = list(LEDGER_NOT_WITNESSED)
-    skip = set(assumed) | set(not_w) | {"R0"}
-    return {"verified": [r for r in t.rule_ids if r not in skip], "assumed": assumed, "notWitnessed": not_w}
+    """The run's checks (computed once per set of assumed rules: runs share the lists, which nothing
+    mutates)."""
+    assumed = tuple(chk.checks.assumed())
+    key = (id(t), assumed)
+    hit = _CHECKS.get(key)
+    if hit is None:
+        not_w = list(LEDGER_NOT_WITNESSED)
+        skip = set(assumed) | set(not_w) | {"R0"}
+        hit = {"verified": [r for r in t.rule_ids if r not in skip], "assumed": list(assumed), "notWitnessed": not_w}
+        if len(_CHECKS) > 64:
+            _CHECKS.clear()
+        _CHECKS[key] = hit
+    return hit
 
 
 def conforming_record(t: Tables, chk: RunChecker, file: str) -> RunRecord:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Final
+from zlib import crc32
 
 from .. import _safejson
 from .._spec import Spec
@@ -58,6 +59,29 @@ def read_lines(fh: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes | None
         yield n, raw, err
 
 
+#: How the engine writes every ledger line: the run id follows at a fixed offset (the top-level key).
+_FAST_PREFIX: Final = b'{"v":1,"run":"'
+
+
+def route_key(raw: bytes) -> bytes:
+    """The run id a raw line names, as UTF-8 (what ``--jobs`` routes by): the first ``"run": "…"`` in
+    the line's first 4096 bytes, as :func:`_guess_run` reads it for a line that cannot be read; b"" when
+    there is none."""
+    m = _RUN_RE.search(raw[:HEAD])
+    if m is None:
+        return b""
+    key = m.group(1)
+    if b"\\" in key:
+        v = _guess_run(raw)
+        return v.encode("utf-8", "surrogatepass") if v is not None else key
+    return key
+
+
+def run_owner(run: str, ways: int) -> int:
+    """Which of ``ways`` processes owns a run (a hash that every process computes alike)."""
+    return crc32(run.encode("utf-8", "surrogatepass")) % ways
+
+
 def _guess_run(raw: bytes) -> str | None:
     m = _RUN_RE.search(raw[:4096])
     if m is None:
@@ -81,15 +105,29 @@ class LedgerStream:
         self.events = 0
         self.error_count = 0
         self.lost_line = 0  # the last line that could not be read and could not be given to a run
+        # --jobs on one file (see run's split and _split)
+        self.split: tuple[int, int] | None = None
+        self.misrouted_at = 0  # the first line whose scanned run id is not the one the parser read
+        self.at_eof = False
+        self.line = 0  # the line the latest item was yielded at
 
     def _error(self, line: int | None, message: str) -> InputError:
         self.error_count += 1
         return InputError(self.file, line, message)
 
-    def run(self, fh: IO[bytes], first_line: int = 1) -> Iterator[RunRecord | InputError]:
+    def run(self, fh: IO[bytes], first_line: int = 1, split: tuple[int, int] | None = None
+            ) -> Iterator[RunRecord | InputError]:
         """Check every event read from ``fh`` (numbering lines from ``first_line``), then close the
         runs left open. The loop is the hot path: one readline, one parse, one dict lookup and the
-        run's ``feed`` per event."""
+        run's ``feed`` per event.
+
+        ``split = (me, ways)`` (``--jobs`` on one file, see ``_split``): check only the lines of the runs
+        this process owns — a cheap scan reads the run id from the raw line (the ledger writer's fixed
+        prefix, else the first ``"run": "…"`` as an unreadable line is attributed) and a hash of it
+        picks the owner; every line is still numbered. The runs left open are not closed (the caller
+        calls :meth:`close` once it knows every process's ``lost_line``), and reading stops at the first
+        line the scan routed wrongly (``misrouted_at``). ``self.line`` is the line each item was
+        yielded at."""
         loads = _safejson.fast_loader(self.opts.limits)
         types = EVENT_TYPES
         open_runs = self.open
@@ -98,16 +136,33 @@ class LedgerStream:
         validate = self.opts.validate
         n = first_line - 1
         events = 0
+        me, ways = split if split is not None else (0, 0)
+        owners: dict[bytes, int] = {}  # run id bytes -> owning process
+        self.split = split
         try:
             while True:
                 raw = readline(limit)
                 if not raw:
                     break
                 n += 1
+                if ways:
+                    key = raw[14:raw.find(b'"', 14)] if raw.startswith(_FAST_PREFIX) else route_key(raw)
+                    if b"\\" in key:  # an escape: route by the id it spells
+                        key = route_key(raw)
+                    owner = owners.get(key)
+                    if owner is None:
+                        if len(owners) > 65536:
+                            owners.clear()
+                        owner = owners[key] = crc32(key) % ways
+                    if owner != me:
+                        while raw and not raw.endswith(b"\n"):  # an over-long line: skip all of it
+                            raw = readline(1 << 20)
+                        continue
                 if len(raw) == limit and not raw.endswith(b"\n"):
                     head = raw[:HEAD]
                     while raw and not raw.endswith(b"\n"):
                         raw = readline(1 << 20)
+                    self.line = n
                     yield from self._lost(n, head, self.opts.limits.too_long("line") + ": skipped")
                     continue
                 if n == 1 and raw[:3] == b"\xef\xbb\xbf":
@@ -117,42 +172,56 @@ class LedgerStream:
                 except (ValueError, RecursionError) as exc:
                     if not raw.strip():
                         continue
+                    self.line = n
                     yield from self._bad_line(n, raw, exc)
                     continue
                 if ev.__class__ is not dict:
+                    self.line = n
                     yield from self._lost(n, b"", f"a ledger event must be a JSON object, got {_kind(ev)}")
                     continue
                 events += 1
                 run = ev.get("run")
                 chk = open_runs.get(run) if run.__class__ is str else None  # type: ignore[arg-type]
                 if chk is None:
+                    if ways and run.__class__ is str and run_owner(run, ways) != me:  # type: ignore[arg-type]
+                        self.misrouted_at = n  # the scan read another run id than the parser did
+                        return
+                    self.line = n
                     yield from self._not_open(ev, n, run, raw)
                     continue
                 typ = ev.get("type")
                 if typ.__class__ is not str or typ not in types:
+                    self.line = n
                     yield self._close_unreadable(chk, n, _unknown_type(ev))
                     continue
                 if validate:
                     msg = _schema_problem(ev)
                     if msg is not None:
+                        self.line = n
                         yield self._close_unreadable(chk, n, msg)
                         continue
                 try:
                     chk.feed(ev, n)
                 except Divergence as d:
+                    self.line = n
                     yield self._violation(chk, d, ev, n)
                 except RunInputError as e:
+                    self.line = n
                     yield self._close_unreadable(chk, e.line or n, e.message)
                 except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+                    self.line = n
                     yield self._close_unreadable(chk, n, _explain_bad_event(ev, exc))
                 else:
                     if chk.terminal:
+                        self.line = n
                         del open_runs[chk.run_id]
                         self.finished[chk.run_id] = Finished(True, chk.inflight, chk.terminal_line, seq=chk.seq)
                         yield conforming_record(self.t, chk, self.file)
         finally:
             self.events += events
-        yield from self.close()
+        self.at_eof = True
+        if not ways:
+            yield from self.close()
 
     def _lost(self, n: int, head: bytes, message: str) -> Iterator[RunRecord | InputError]:
         """Line ``n`` cannot be read: it ends the run it belongs to (told from ``head``) as unreadable,
