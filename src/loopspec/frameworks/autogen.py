@@ -25,6 +25,7 @@ What AutoGen cannot express, and the fuzzer therefore does not propose or vary:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
 import warnings
@@ -40,6 +41,11 @@ __all__ = ["AutoGenExecutor"]
 
 class _Invalid(Exception):
     pass
+
+
+#: the call id AutoGen is running a tool for, in this task's context (see _Observed.run_json)
+_CALL_ID: contextvars.ContextVar[tuple[str | None, dict[str, Any]] | None] = contextvars.ContextVar(
+    "loopspec_autogen_call", default=None)
 
 
 class AutoGenExecutor(FrameworkExecutor):
@@ -78,6 +84,14 @@ class AutoGenExecutor(FrameworkExecutor):
     def _tools(self, run: Run) -> list[Any]:
         from autogen_core.tools import FunctionTool
 
+        class _Observed(FunctionTool):  # type: ignore[misc]
+            """Records the call id AutoGen passes (for tracing) and the call's arguments in the task's context;
+            runs the tool unchanged."""
+
+            async def run_json(self, args: Any, cancellation_token: Any, call_id: str | None = None) -> Any:
+                _CALL_ID.set((call_id, dict(args)))  # the call's own arguments, before validation
+                return await super().run_json(args, cancellation_token, call_id=call_id)
+
         tools = []
         for name, schema in run.tools.items():
             if not name.isidentifier():
@@ -91,7 +105,8 @@ class AutoGenExecutor(FrameworkExecutor):
             def make(name: str = name, params: list[Any] = params, ann: Any = ann) -> Any:
                 async def fn(**kwargs: Any) -> str:
                     given = {k: v for k, v in kwargs.items() if v is not None}
-                    i = _calling(run, name, given)
+                    seen = _CALL_ID.get()
+                    i = _calling(run, name, seen[1] if seen else given, seen[0] if seen else None)
                     return json.dumps(run.enter(i, run.call(i).get("id") if i is not None else None, name, given,
                                                 run.principal))
                 fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -99,7 +114,7 @@ class AutoGenExecutor(FrameworkExecutor):
                 fn.__name__ = name
                 return fn
 
-            tools.append(FunctionTool(make(), description=f"The tool {name}.", name=name))
+            tools.append(_Observed(make(), description=f"The tool {name}.", name=name))
         return tools
 
     def run_loop(self, run: Run, params: dict[str, Json], model_next: ModelFn, *, batch: bool) -> dict[str, Json]:
@@ -217,12 +232,18 @@ class AutoGenExecutor(FrameworkExecutor):
         return run.outcome("COMPLETED", "FINAL_ANSWER")
 
 
-def _calling(run: Run, name: str, received: dict[str, Json]) -> int | None:
-    """The first call of the current round with this tool and these arguments whose body was not entered yet."""
-    for exact in (True, False):
+def _calling(run: Run, name: str, received: dict[str, Json], call_id: str | None = None) -> int | None:
+    """The first call of the current round with this tool (and this call id, when AutoGen passed one) whose body
+    was not entered yet, in request order: with arguments that hold these (AutoGen drops undeclared ones),
+    else any."""
+    def holds(args: Json) -> bool:
+        return isinstance(args, dict) and all(k in args and args[k] == v for k, v in received.items())
+
+    for match in (lambda a: a == received, holds, lambda a: True):  # in request order, as AutoGen starts them
         for i in run.round_positions():
             c = run.call(i)
-            if c.get("name") == name and i not in run.entered and (not exact or c.get("arguments") == received):
+            if (c.get("name") == name and i not in run.entered and match(c.get("arguments"))
+                    and (call_id is None or c.get("id") == call_id)):
                 run.entered.add(i)
                 return i
     return None
