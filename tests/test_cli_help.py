@@ -11,8 +11,8 @@ import pytest
 from loopspec.cli import COMMAND_MODULES, build_parser
 from loopspec.cli._common import plain
 
-#: commands that print a report (fuzz and replay are added when their module uses add_format_option)
-REPORTERS = ("demo", "spec", "vectors", "verify", "check")
+#: commands that print a report (replay is added when its --format gets a help text)
+REPORTERS = ("demo", "spec", "vectors", "verify", "check", "fuzz")
 MARKUP = re.compile(r"``|\*\*|:(?:func|mod|class|meth|data|attr|exc|ref):`")
 
 
