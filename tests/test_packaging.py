@@ -158,3 +158,10 @@ def test_the_sdist_carries_the_spec_at_the_top_level(dists: dict[str, Path]) -> 
     assert {f"spec/{f}" for f in SPEC_FILES} <= names
     assert {"pyproject.toml", "README.md", "src/loopspec/_spec.py", "examples/python/executor.py"} <= names
     assert not any(n.startswith(("tests/", ".venv/", "src/loopspec/spec/")) or "__pycache__" in n for n in names)
+
+
+def test_the_readme_says_how_long_the_tests_take() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`python3 .ci/dev.py test -m \"not slow\"`" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| `python3 .ci/dev.py test` "))
+    assert re.search(r"\| \d+(\.\d+)? min", row), row
