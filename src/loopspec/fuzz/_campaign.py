@@ -31,8 +31,9 @@ import contextlib
 import dataclasses
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from .._spec import load_rules, load_spec
 from .._text import write_atomic
 from ._adapter import Impl, ImplFactory, Target
 from ._coverage import Coverage
+from ._exercised import exercised
 from ._generate import Ahead, Generator, matches
 from ._harness import amend_late, failed_start_trace, late_message, run_step, trace_failed
 from ._model import (
@@ -95,6 +97,8 @@ class Stats:
     reduce_runs: int = 0
     folded: int = 0  # findings not reported apart: P7 symptoms of a state leak reported as R5
     stopped: str | None = None  # why exploration ended early: time-budget, shrink-time, interrupted
+    #: rule preconditions the explored traces met (loopspec.fuzz._exercised: replays, conflicts, failures, ...)
+    exercised: Counter[str] = field(default_factory=Counter)
 
     def merge(self, o: Stats) -> None:
         self.examples += o.examples
@@ -106,6 +110,7 @@ class Stats:
         self.reduce_seconds += o.reduce_seconds
         self.reduce_runs += o.reduce_runs
         self.folded += o.folded
+        self.exercised.update(o.exercised)
         self.stopped = self.stopped or o.stopped
 
 
@@ -223,6 +228,7 @@ class Explorer:
             steps.append(step)
             traces.append(trace)
             self.history.append(step)
+            self.stats.exercised.update(exercised(trace))
             p = pl.prediction
             if p is not None:
                 self.coverage.add_run(p.transitions, p.codes, p.stop)
@@ -710,6 +716,7 @@ class Campaign:
             "interrupted": interrupted,
             "stoppedBy": st.stopped,
             "shrinkTimeSpent": st.stopped == "shrink-time",
+            "exercised": dict(sorted(st.exercised.items())),
         }
 
 
