@@ -27,6 +27,8 @@ DISTRIBUTIONS = {
     "pytest": "pytest", "orjson": "orjson", "dask": "dask", "distributed": "dask",
     "pydantic_ai": "pydantic-ai-slim", "agents": "openai-agents", "openai": "openai-agents",
     "langgraph": "langgraph", "langchain_core": "langgraph",
+    "smolagents": "smolagents", "llama_index": "llama-index-core",
+    "autogen_agentchat": "autogen-agentchat", "autogen_core": "autogen-agentchat",  # core comes with agentchat
 }
 
 
