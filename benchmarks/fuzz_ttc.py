@@ -42,6 +42,8 @@ import executor as example  # noqa: E402  (the example's BUGS table)
 
 LOOP_BUGS = ("rounds-off-by-one", "shows-all-results", "coverage-lies", "retry-extra", "tool-budget-ignored",
              "error-result-throws", "requests-skip-replays")
+#: The children's environment: bytecode may be cached (as it is for an installed package), hashing fixed.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONHASHSEED": "0"}
 SKIP = ("hang",)  # a hang costs the per-request timeout by definition (10 s by default)
 JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after")  # examples/java/LoopspecExecutor.java
 
@@ -64,7 +66,7 @@ def java_build() -> list[str] | None:
 def watch(cmd: list[str], out: Path, timeout: float) -> dict[str, Any]:
     """Run ``cmd``; the time until a non-provisional case file appears in ``out``."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=out.parent)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=out.parent, env=ENV)
     first: float | None = None
     while proc.poll() is None and time.perf_counter() - t0 < timeout:
         if first is None:
@@ -163,7 +165,7 @@ def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path)
 def watch_naive(cmd: list[str], out: Path, timeout: float) -> dict[str, Any]:
     """Run the naive driver as a child (its interpreter start and imports count, as ours do)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV)
     first = None
     while proc.poll() is None and time.perf_counter() - t0 < timeout:
         if first is None and (out / "case.json").exists():
@@ -196,6 +198,9 @@ def main() -> int:
     java = java_build() if args.bugs is None and not args.no_java else None
     if java is not None:
         bugs += [f"java:{b}" for b in JAVA_BUGS]
+    # warm up: the interpreter's bytecode cache for loopspec and the example (a user's installed copy has it)
+    subprocess.run([sys.executable, "-m", "loopspec", "fuzz", "--impl", f"{sys.executable} {EXAMPLE}",
+                    "--max-examples", "2", "--out", tempfile.mkdtemp(), "--quiet"], env=ENV, capture_output=True)
     rows = []
     for bug in bugs:
         mode = "loop" if bug in LOOP_BUGS else "batch"

@@ -62,3 +62,46 @@ def test_the_coverage_file_is_what_diagram_draws(tmp_path: Path, capsys: pytest.
     assert main(["diagram", "--coverage", str(tmp_path / "o" / "coverage.json"), "--format", "mermaid",
                  "--out", str(tmp_path / "d")]) == 0
     assert "T14" in next((tmp_path / "d").glob("*.mmd")).read_text()
+
+
+def _spec_copy(tmp_path: Path) -> Path:
+    import shutil
+
+    from loopspec._spec import shipped_spec_path
+
+    dest = tmp_path / "myspec"
+    shutil.copytree(shipped_spec_path().parent, dest)
+    return dest / "loop.toml"
+
+
+def test_spec_option_reaches_the_campaign_and_every_shard(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopspec._spec import default_spec_path
+    from loopspec.fuzz import _campaign
+
+    spec = _spec_copy(tmp_path)
+    code = main(["fuzz", "--impl", example_cmd("conflict-reuse"), "--max-examples", "40", "--seed", "3",
+                 "--out", str(tmp_path / "out"), "--format", "json", "--spec", str(spec), "--jobs", "2"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and "R7" in {f["rule"] for f in doc["findings"]}
+    assert doc["parameters"]["spec"] == str(spec.resolve())
+    # a shard (what a --jobs or Dask worker runs, in a process of its own) judges by the settings' spec
+    seen: list[Path] = []
+    monkeypatch.setattr(_campaign, "_run_shard", lambda *a, **k: seen.append(default_spec_path()))
+    _campaign.run_shard("unused", _campaign.Settings(spec=str(spec)), 0, 1)
+    _campaign.run_shard("unused", _campaign.Settings(), 0, 1)
+    assert seen[0] == spec.resolve() and seen[1] != spec.resolve()
+
+
+def test_replay_takes_spec_and_refuses_a_missing_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["fuzz", "--impl", example_cmd("conflict-reuse"), "--max-examples", "40", "--seed", "3",
+                 "--out", str(out), "--quiet"]) == 1
+    spec = _spec_copy(tmp_path)
+    capsys.readouterr()
+    assert main(["replay", str(out / "R7.json"), "--impl", example_cmd("conflict-reuse"), "--spec", str(spec),
+                 "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["ok"] is False
+    assert main(["replay", str(out / "R7.json"), "--impl", example_cmd("conflict-reuse"),
+                 "--spec", str(tmp_path / "nope.toml")]) == 2
+    assert "nope.toml" in capsys.readouterr().err

@@ -310,3 +310,28 @@ def test_in_process_replay_hint_is_a_command_that_runs(tmp_path: Path, monkeypat
 
     argv = shlex.split(hint)[1:]
     assert main(argv) == 1  # the hint runs, and reproduces the divergence
+
+
+@pytest.mark.slow
+@pytest.mark.frameworks
+def test_a_framework_campaign_is_the_same_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """Same seed, same campaign, with PYTHONHASHSEED 1 and 2: the steps, the executions, the findings."""
+    from loopspec.frameworks import installed
+
+    if not installed("openai-agents"):
+        pytest.skip("openai-agents not installed")
+
+    def once(hashseed: str) -> tuple:
+        out = tmp_path / hashseed
+        env = dict(os.environ, PYTHONHASHSEED=hashseed)
+        proc = subprocess.run([sys.executable, "-m", "loopspec", "fuzz", "--impl", "openai-agents", "--max-examples",
+                               "6", "--seed", "5", "--shrink-time", "2", "--out", str(out), "--format", "json"], env=env,
+                              capture_output=True, text=True, timeout=300)
+        doc = json.loads(proc.stdout)
+        # (the reductions are bounded in time, so the cases' sizes are not compared)
+        return (doc["stats"]["steps"], doc["stats"]["executionsObserved"],
+                sorted((f["rule"], f["kind"]) for f in doc["findings"]))
+
+    first = once("1")
+    assert first[0] > 0 and first[2]  # it ran, and found the SDK's known deviations from the strict spec
+    assert once("2") == first

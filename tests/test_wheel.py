@@ -157,6 +157,15 @@ def test_fuzz_and_replay_the_example_executor(installed: Installed) -> None:
     impl = f"{installed.python} {ex / 'executor.py'}"
     r = installed.loopspec("fuzz", "--impl", impl, "--max-examples", "20", "--seed", "1", "--out", "fuzz-ok")
     assert r.returncode == 0 and "no divergence" in r.stdout, r.stdout + r.stderr
+    r = installed.loopspec("fuzz", "--impl", impl, "--max-examples", "10", "--seed", "1", "--out", "fuzz-json",
+                           "--format", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.loads(r.stdout)  # stdout is one JSON document
+    assert summary["format"] == "loopspec-fuzz-summary/1" and summary["ok"] and summary["findings"] == []
+    assert summary["seed"] == 1 and summary["coverage"] and summary["parameters"]
+    # the campaign's spec coverage, drawn on the machine
+    r = installed.loopspec("diagram", "--format", "mermaid", "--coverage", "fuzz-json/coverage.json", "--out", "fcov")
+    assert r.returncode == 0 and (installed.work / "fcov" / "machine-coverage.mmd").is_file(), r.stderr
     bug = f"{impl} --bug replay-reexecutes"
     r = installed.loopspec("fuzz", "--impl", bug, "--max-examples", "50", "--seed", "1", "--shrink-time", "5",
                            "--quiet", "--out", "fuzz-bug")

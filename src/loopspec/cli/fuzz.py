@@ -16,7 +16,15 @@ from .._progress import Status
 from .._text import paint, use_color
 from ..fuzz._adapter import ImplFactory, StartError, StderrLog
 from ..fuzz._rpc import ProtocolFailure
-from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_progress_option, progress_line
+from ._common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    UsageError,
+    add_format_option,
+    add_progress_option,
+    add_spec_option,
+    progress_line,
+)
 
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) before the campaign finished, nothing found so far
 
@@ -55,6 +63,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("fuzz", help="fuzz an implementation over the adapter protocol and shrink every divergence",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_impl_options(p)
+    add_spec_option(p)
     p.add_argument("--mode", choices=("batch", "loop"), default="batch", help="what to fuzz (default batch)")
     p.add_argument("--max-examples", type=positive, default=200, metavar="N",
                    help="examples to run (each several steps on the implementation; default 200)")

@@ -31,16 +31,18 @@ import contextlib
 import dataclasses
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._judge import judge
-from .._spec import load_rules, load_spec
+from .._spec import default_spec_path, load_rules, load_spec, spec_chosen, using_spec
 from .._text import write_atomic
 from ._adapter import Impl, ImplFactory, Target
 from ._coverage import Coverage
+from ._exercised import exercised
 from ._generate import Ahead, Generator, matches
 from ._harness import amend_late, failed_start_trace, late_message, run_step, trace_failed
 from ._model import (
@@ -76,11 +78,15 @@ class Settings:
     time_budget: float | None = None
     profile: str | None = None
     confirm: bool = True
+    #: the spec the campaign judges by (a loop.toml path; None = the shipped spec). It travels with the
+    #: settings so that --jobs and --dask workers judge by the same spec as the campaign.
+    spec: str | None = None
 
     def to_json(self) -> dict[str, Json]:
         return {"mode": self.mode, "maxExamples": self.max_examples, "seed": self.seed,
                 "stepsPerExample": self.steps, "maxCalls": self.max_calls, "isolation": self.isolation,
-                "shrinkTime": self.shrink_seconds, "timeBudget": self.time_budget, "profile": self.profile or "strict"}
+                "shrinkTime": self.shrink_seconds, "timeBudget": self.time_budget, "profile": self.profile or "strict",
+                "spec": self.spec}
 
 
 @dataclass
@@ -95,6 +101,8 @@ class Stats:
     reduce_runs: int = 0
     folded: int = 0  # findings not reported apart: P7 symptoms of a state leak reported as R5
     stopped: str | None = None  # why exploration ended early: time-budget, shrink-time, interrupted
+    #: rule preconditions the explored traces met (loopspec.fuzz._exercised: replays, conflicts, failures, ...)
+    exercised: Counter[str] = field(default_factory=Counter)
 
     def merge(self, o: Stats) -> None:
         self.examples += o.examples
@@ -106,6 +114,7 @@ class Stats:
         self.reduce_seconds += o.reduce_seconds
         self.reduce_runs += o.reduce_runs
         self.folded += o.folded
+        self.exercised.update(o.exercised)
         self.stopped = self.stopped or o.stopped
 
 
@@ -223,6 +232,7 @@ class Explorer:
             steps.append(step)
             traces.append(trace)
             self.history.append(step)
+            self.stats.exercised.update(exercised(trace))
             p = pl.prediction
             if p is not None:
                 self.coverage.add_run(p.transitions, p.codes, p.stop)
@@ -432,6 +442,12 @@ def run_shard(target: Target, settings: Settings, shard: int, shards: int, *, ti
             resolved = resolve(target)
             if resolved is not None:
                 target = resolved
+    with using_spec(settings.spec):
+        return _run_shard(target, settings, shard, shards, timeout=timeout, cwd=cwd, deadline=deadline)
+
+
+def _run_shard(target: Target, settings: Settings, shard: int, shards: int, *, timeout: float | None,
+               cwd: str | None, deadline: float | None) -> ShardResult:
     factory = ImplFactory(target, timeout=timeout, cwd=cwd)
     ex = Explorer(factory, settings)
     started = time.perf_counter()
@@ -490,7 +506,8 @@ class Campaign:
         self.settings = Settings(mode=mode, max_examples=max_examples,
                                  seed=seed if seed is not None else random.randrange(2**32), steps=steps,
                                  max_calls=max_calls, isolation=isolation, shrink_seconds=shrink_seconds,
-                                 time_budget=time_budget, profile=profile, confirm=confirm)
+                                 time_budget=time_budget, profile=profile, confirm=confirm,
+                                 spec=str(default_spec_path()) if spec_chosen() else None)
         self.seed = self.settings.seed
         self.mode = mode
         self.max_examples = max_examples
@@ -710,6 +727,7 @@ class Campaign:
             "interrupted": interrupted,
             "stoppedBy": st.stopped,
             "shrinkTimeSpent": st.stopped == "shrink-time",
+            "exercised": dict(sorted(st.exercised.items())),
         }
 
 

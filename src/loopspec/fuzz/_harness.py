@@ -197,9 +197,9 @@ def _run(impl: Impl, step: Mapping[str, Json], method: str, params: dict[str, Js
         rec.events.append(rec.failure.to_event())
         return trace
     rec.events.append({"type": "response", "result": result})
-    late = late_message(impl, method)
-    if late is not None:
-        amend_late(trace, late)
+    # a message after this answer is this step's finding: whoever runs the next step on the same
+    # process (the campaign, a replay) checks for one first (late_message), and a replay's last step
+    # waits a moment for one
     return trace
 
 

@@ -8,6 +8,7 @@ from the strict spec when no profile is given), each with its shrunk counterexam
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
@@ -17,6 +18,7 @@ from .._judge import judge
 from .._profiles import params_for
 from .._spec import load_rules, load_spec
 from .._text import compact, write_atomic
+from ._exercised import describe
 from ._model import CampaignResult, Finding, json_text, step_calls
 
 Json = Any
@@ -58,6 +60,9 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
                 params = _explained_by(f, profile)
                 if any(pid in promised for pid in params):
                     choices[f.rule] = (f, [pid for pid in params if pid in promised])
+                elif not params and judge(f.traces[-1], profile=params_for(spec, profile).only(
+                        spec, sorted(promised))).ok:  # no choice alone: the documented ones together
+                    choices[f.rule] = (f, [])
                 else:  # P-EVIDENCE: only what nothing promises explains it: a deviation
                     deviations[f.rule] = f
                     unpromised[f.rule] = params
@@ -68,6 +73,9 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
         for pid in params_for(spec, profile).differs(spec):
             for rid in spec.parameter(pid).rules:
                 unwitnessed.setdefault(rid, []).append(pid)
+    counts: Counter[str] = Counter((result.stats or {}).get("exercised") or {})
+    if strict is not None:
+        counts.update((strict.stats or {}).get("exercised") or {})
     per_rule = []
     for rid in rules + sorted(r for r in deviations if r not in rules):
         if rid in deviations:
@@ -83,6 +91,9 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
             entry = {"rule": rid, "status": "conforms"}
             if unwitnessed.get(rid):  # the profile differs here, but no campaign met a case that shows it
                 entry["profileDiffersUnwitnessed"] = unwitnessed[rid]
+            seen = describe(rid, counts)
+            if seen is not None:  # how strong "conforms" is: the rule's preconditions the campaigns met
+                entry["exercised"] = seen
         per_rule.append(entry)
     prof = spec.profile(profile) if profile else None
     return {
@@ -155,10 +166,12 @@ def render_report(data: Mapping[str, Json]) -> str:
         elif r["status"] == "deviates" and r.get("observedOnly"):
             extra = (f" — {r['kind']}: explained only by the observed (undocumented) choice "
                      + ", ".join(f"`{p}`" for p in r["observedOnly"]) if r["observedOnly"] else
-                     f" — {r['kind']}: explained only by a combination of choices nothing documents")
+                     f" — {r['kind']}: explained only by a combination of choices that needs an observed one")
         elif r["status"] == "deviates":
             extra = (f" — {r['kind']}: deviates from its documented profile" if prof != "strict"
                      else f" — {r['kind']}")
+        if r["status"] == "conforms" and r.get("exercised"):
+            extra += f" ({r['exercised']})"
         lines.append(f"| {r['rule']} | {titles.get(r['rule'], '')} | {_STATUS[r['status']]}{extra} |")
     lines.append("")
     shown = [r for r in data["rules"] if r["status"] != "conforms"]
