@@ -6,7 +6,10 @@ mode, with a fixed seed, and collect the conformance reports.
     .venv/bin/python docs/frameworks.py --examples 200 langgraph
 
 Each campaign runs `loopspec fuzz --impl NAME --profile NAME --mode MODE --report ...` (which adds a
-strict campaign for the design choices); the raw reports and cases stay in build/frameworks/.
+strict campaign for the design choices); then, for the settings matrix, one strict campaign per other
+value of each setting the adapter declares (`--impl 'NAME[setting=value]'`, --matrix-examples each).
+The raw reports and cases stay in build/frameworks/. The page opens with the risk view (the strict
+divergences ranked by consequence), then the settings matrix, then the profile conformance.
 """
 
 from __future__ import annotations
@@ -29,48 +32,126 @@ ENV = {**os.environ, "PYTHONHASHSEED": "0"}
 sys.path.insert(0, str(ROOT / "src"))
 
 from loopspec._text import write_atomic  # noqa: E402
-from loopspec.frameworks import FRAMEWORKS, PACKAGES  # noqa: E402
+from loopspec.frameworks import FRAMEWORKS, PACKAGES, installed, resolve  # noqa: E402
+from loopspec.frameworks._risks import CONSEQUENCES, rank_risks  # noqa: E402
+
+#: --from-build: assemble the page from the reports a previous run left in build/frameworks/ (no campaign)
+REUSE = False
+
+
+def campaign(impl: str, mode: str, out: Path, examples: int, seed: int, shrink: float,
+             profile: str | None) -> tuple[dict, float]:
+    """One `loopspec fuzz` run with a report: (the report's JSON, seconds)."""
+    report = out / "report.md"
+    if REUSE and report.with_suffix(".json").is_file():
+        data = json.loads(report.with_suffix(".json").read_text(encoding="utf-8"))
+        return data, sum((data.get(k) or {}).get("seconds", 0.0) for k in ("stats", "strictStats"))
+    t0 = time.perf_counter()
+    cmd = [sys.executable, "-m", "loopspec", "fuzz", "--impl", impl, "--mode", mode, "--max-examples", str(examples),
+           "--seed", str(seed), "--shrink-time", str(shrink), "--out", str(out), "--report", str(report), "--quiet"]
+    if profile is not None:
+        cmd += ["--profile", profile]
+    subprocess.run(cmd, check=False, cwd=ROOT, env=ENV)
+    if not report.is_file():
+        raise SystemExit(f"{impl} {mode}: no report")
+    return json.loads(report.with_suffix(".json").read_text(encoding="utf-8")), time.perf_counter() - t0
+
+
+#: settings that only act between model requests: the settings matrix varies them in loop mode only
+LOOP_ONLY = {"recursion_limit", "max_iterations", "early_stopping_method", "reflect_on_tool_use", "tool_use_behavior"}
+
+
+def probes(names: list[str], out: Path) -> dict[str, list[dict]]:
+    """Run every probe (loopspec.frameworks._probes) on each framework, judged like a strict campaign's finding:
+    framework -> the report entries (rule, kind, status, explanation, case) of the probes that diverge."""
+    from loopspec._judge import judge
+    from loopspec.frameworks._probes import PROBES
+    from loopspec.fuzz._adapter import InProcessImpl
+    from loopspec.fuzz._harness import run_step
+    from loopspec.fuzz._model import CampaignResult, Finding
+    from loopspec.fuzz._report import report_data
+
+    out.mkdir(parents=True, exist_ok=True)
+    stats = {"examples": 0, "steps": 0, "executionsObserved": 0, "seconds": 0.0}
+    found_by: dict[str, list[dict]] = {}
+    for name in names:
+        rules: dict[tuple[str, str], dict] = {}
+        for pid, (_what, step) in PROBES.items():
+            impl = resolve(name)()
+            step = impl.normalize_step(step)
+            trace = run_step(InProcessImpl(impl), step)
+            v = judge(trace)
+            if v.ok or v.violation is None or (v.violation.rule, v.violation.kind) in rules:
+                continue
+            f = Finding(v, [step], [trace], shrunk=True)
+            case = out / f"{name}-{pid}.json"
+            case.write_text(json.dumps(f.case_json({"impl": name, "seed": None, "probe": pid}), indent=1) + "\n",
+                            encoding="utf-8")
+            data = report_data(impl=name, info={}, mode="loop", profile=name, out=None,
+                               result=CampaignResult(findings=[], seed=0, stats=stats, files=[]),
+                               strict=CampaignResult(findings=[f], seed=0, stats=stats, files=[]))
+            entry = next(r for r in data["rules"] if r["rule"] == v.violation.rule)
+            rules[(v.violation.rule, v.violation.kind)] = {**entry, "case": str(case)}
+        found_by[name] = list(rules.values())
+        print(f"probes {name}: {sorted(rules)}", file=sys.stderr)
+    return found_by
+
+
+def found(data: dict) -> set[str]:
+    return {r["rule"] for r in data["rules"] if r["status"] != "conforms"}
+
+
+def rel(path: str | None) -> str | None:
+    return path.replace(str(ROOT) + "/", "") if path else path
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=list(FRAMEWORKS))
     ap.add_argument("--examples", type=int, default=60)
+    ap.add_argument("--matrix-examples", type=int, default=30,
+                    help="examples of each settings-matrix campaign (0: no settings matrix)")
     ap.add_argument("--seed", type=int, default=20260101)
     ap.add_argument("--shrink-time", type=float, default=300.0,
                     help="seconds a campaign may go on after its first finding (a campaign cut short finds "
                          "fewer rules and the page says so; the default lets every campaign finish)")
+    ap.add_argument("--matrix-shrink-time", type=float, default=30.0,
+                    help="--shrink-time of each settings-matrix campaign (it only has to find which rules a setting "
+                         "changes; the shrunk cases of the risk view come from the main campaigns)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "frameworks.md"))
+    ap.add_argument("--from-build", action="store_true",
+                    help="run no campaign that already has a report in build/frameworks/ (its seconds are the "
+                         "campaigns' own); the probes always run")
     args = ap.parse_args()
+    global REUSE
+    REUSE = args.from_build
     build = ROOT / "build" / "frameworks"
     sections = []
     summary = ["| framework | version | mode | conforms | design choices | deviations | seconds |",
                "|---|---|---|---|---|---|---|"]
+    reports: list[tuple[str, str, dict]] = []
+    matrix: dict[tuple[str, str], list[tuple[str, set[str]]]] = {}
+    baselines: dict[tuple[str, str], set[str]] = {}
+    matrix_rows = ["| framework | mode | setting (others at the adapter's default) | strict findings: added | "
+                   "strict findings: gone | seconds |", "|---|---|---|---|---|---|"]
+    versions = []
     for name in args.names:
         try:
             ver = version(PACKAGES[name])
         except PackageNotFoundError:
             print(f"{name}: not installed (pip install 'loopspec[{name}]'), skipped", file=sys.stderr)
             continue
+        versions.append(f"{name} {ver}")
         for mode in ("batch", "loop"):
-            out = build / f"{name}-{mode}"
-            report = out / "report.md"
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "loopspec", "fuzz", "--impl", name, "--profile", name,
-                            "--mode", mode, "--max-examples", str(args.examples), "--seed", str(args.seed),
-                            "--shrink-time", str(args.shrink_time), "--out", str(out), "--report", str(report),
-                            "--quiet"], check=False, cwd=ROOT, env=ENV)
-            dt = time.perf_counter() - t0
-            if not report.is_file():
-                print(f"{name} {mode}: no report", file=sys.stderr)
-                return 1
-            data = json.loads(report.with_suffix(".json").read_text(encoding="utf-8"))
-            body = report.read_text(encoding="utf-8").split("\n", 1)[1]
+            data, dt = campaign(name, mode, build / f"{name}-{mode}", args.examples, args.seed, args.shrink_time, name)
+            reports.append((name, mode, data))
+            body = (build / f"{name}-{mode}" / "report.md").read_text(encoding="utf-8").split("\n", 1)[1]
             body = body.replace(str(ROOT) + "/", "")
             sections.append(f"## {name} {ver} — {mode} mode\n\nCampaigns (profile + strict): {dt:.0f} s.\n"
                             + body.replace("\n## ", "\n### ").replace("\n### R", "\n#### R"))
             n = {k: sum(r["status"] == k for r in data["rules"]) for k in ("conforms", "design-choice", "deviates")}
-            dev = ", ".join(r["rule"] for r in data["rules"] if r["status"] == "deviates") or "none"
+            dev = ", ".join(r["rule"] + (" (observed choice only)" if r.get("observedOnly") is not None else "")
+                            for r in data["rules"] if r["status"] == "deviates") or "none"
             cut = [k for k in ("stats", "strictStats") if (data.get(k) or {}).get("shrinkTimeSpent")]
             if cut:  # the campaign stopped before its examples ran out: it may have missed rules
                 dev += " — cut short by --shrink-time (" + ", ".join(
@@ -79,42 +160,119 @@ def main() -> int:
                            f"{n['deviates']} ({dev}) | {dt:.0f} |")
             print(f"{name} {mode}: {n['deviates']} deviation(s), {n['design-choice']} design choice(s), {dt:.0f} s",
                   file=sys.stderr)
+            if args.matrix_examples <= 0:
+                continue
+            # the baseline: the adapter's default settings in a campaign of the matrix's size and seed, so that a
+            # difference is the setting's, not the campaign's size
+            bdata, _ = campaign(name, mode, build / f"{name}-{mode}-defaults", args.matrix_examples, args.seed,
+                                args.matrix_shrink_time, None)
+            base = found(bdata)
+            baselines[(name, mode)] = base
+            settings = resolve(FRAMEWORKS[name]).SETTINGS
+            for setting, values in settings.items():
+                if mode == "batch" and setting in LOOP_ONLY:
+                    continue
+                for value in values[1:]:
+                    label = f"{setting}={value}"
+                    mdata, mdt = campaign(f"{name}[{label}]", mode, build / f"{name}-{mode}-{setting}-{value}",
+                                          args.matrix_examples, args.seed, args.matrix_shrink_time, None)
+                    rules = found(mdata)
+                    matrix.setdefault((name, mode), []).append((label, rules))
+                    added = {r["rule"]: r["kind"] for r in mdata["rules"] if r["status"] != "conforms"
+                             and r["rule"] not in base}
+                    gone = sorted(base - rules, key=lambda r: int(r[1:]))
+                    print(f"  {name}[{label}] {mode}: +{sorted(added)} -{gone}, {mdt:.0f} s", file=sys.stderr)
+                    if added or gone:
+                        matrix_rows.append(
+                            f"| {name} | {mode} | `{label}` | "
+                            + (", ".join(f"{r} ({k})" for r, k in sorted(added.items(), key=lambda x: int(x[0][1:])))
+                               or "—") + " | " + (", ".join(gone) or "—") + f" | {mdt:.0f} |")
+    probed = probes([n for n in args.names if n in PACKAGES and installed(n)], build / "probes")
+    seen = {(fw, mode, r["rule"], r["kind"]) for fw, mode, data in reports for r in data["rules"]
+            if r["status"] != "conforms"}
+    reports += [(fw, "loop (probe)", {"rules": [r for r in rules if (fw, "loop", r["rule"], r["kind"]) not in seen]})
+                for fw, rules in probed.items()]
+    risks = rank_risks(reports, matrix, baselines)
+    only = {fw: sorted({r["rule"] for r in rules if (fw, "loop", r["rule"], r["kind"]) not in seen},
+                       key=lambda x: int(x[1:])) for fw, rules in probed.items()}
+    probe_note = ("Divergences only the probes met (in the risk view, not counted here): "
+                  + "; ".join(f"{fw} {', '.join(rs)}" for fw, rs in only.items() if rs) + "."
+                  if any(only.values()) else "The probes met no divergence the campaigns did not.")
+    risk_lines = []
+    for cid, meaning in CONSEQUENCES:
+        group = [r for r in risks if r.consequence == cid]
+        if not group:
+            continue
+        risk_lines += [f"### {meaning[0].upper() + meaning[1:]}", ""]
+        for r in group:
+            if r.status == "design-choice":
+                verdict = ("a documented choice (" + (", ".join(f"`{p}`" for p in r.parameters)
+                                                       or "a combination of its documented choices") + ")")
+            elif r.observed_only is not None:
+                verdict = ("**a deviation**: nothing documents it (observed choice "
+                           + (", ".join(f"`{p}`" for p in r.observed_only)
+                              or "needed in a combination of its choices") + ")")
+            else:
+                verdict = "**a deviation** from the framework's own profile"
+            avoid = ("; not found with " + ", ".join(f"`{s}`" for s in r.avoided_by)) if r.avoided_by else ""
+            risk_lines += [f"- **{r.framework}**, {r.mode} mode, {r.rule} `{r.kind}` — {verdict}{avoid}.", "",
+                           "  ```", *("  " + ln for ln in r.explanation.splitlines()), "  ```", ""]
+            if r.case:
+                risk_lines += [f"  Case: `{rel(r.case)}`", ""]
+    matrix_text = ("\n".join(matrix_rows) if len(matrix_rows) > 2 else "No setting changed what the campaigns found.")
     head = f"""# loopspec against real agent frameworks
 
-Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples {args.examples} --seed {args.seed}`
-with the framework versions listed below: the versions CI installs (`.ci/frameworks-constraints.txt`, also the
-lower bounds of the `frameworks` extra in pyproject.toml) and fuzzes in smaller campaigns
-(tests/test_frameworks_fuzz.py).
-Everything below is what the runs showed, nothing else.
+Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples {args.examples} --shrink-time \
+{args.shrink_time:g} --matrix-examples {args.matrix_examples} --matrix-shrink-time {args.matrix_shrink_time:g} --seed \
+{args.seed}` with {", ".join(versions)}: the versions CI installs
+(`.ci/frameworks-constraints.txt`, also the lower bounds of the `frameworks` extra in pyproject.toml) and fuzzes
+in smaller campaigns (tests/test_frameworks_fuzz.py). Everything below is what the runs showed, nothing else.
 
 Each framework runs in process through its adapter (`src/loopspec/frameworks/`): a scripted model, the
 framework's own tool-calling path, tools registered the framework's way whose bodies count every real
-execution, no network. It is judged twice: under its **profile** (`spec/loop.toml`, `[[profile]]`: the
-framework's documented choices, SPEC.md section 4) and under the **strict** spec. Per rule:
+execution and raise exceptions whose message carries a canary when the harness's tool fails, no network.
+The adapters read what the framework puts in front of the model (its tool-result messages, whatever their
+content) as the answers. Three views follow:
 
-- **conforms**: no campaign found a divergence; where the profile differs from the strict default at
-  that rule but no campaign met a case that shows it (e.g. a limit the framework has no equivalent
-  for), the row says which parameter went unwitnessed;
-- **design choice**: the strict campaign's shrunk counterexample for the rule conforms to the profile — the
-  named parameters, each alone, explain it (the first counterexample found decides which choice is named);
-- **deviates**: the framework does something its own documented profile does not allow (a bug, or a
-  behaviour the profile does not describe yet).
+1. **Risks**: every divergence from the **strict** spec, ranked by its consequence for a user, each with its
+   shrunk case, whether the framework documents it, and the settings under which the campaign did not
+   find it (the settings matrix).
+2. **Settings matrix**: the framework settings that change the loop's behaviour (each adapter declares
+   them), one strict campaign per other value, compared with a campaign of the same size and seed at the
+   adapter's defaults; a row per setting that changed what the campaigns found.
+3. **Profile conformance**: judged under its **profile** (`spec/loop.toml`, `[[profile]]`, SPEC.md section
+   4), per rule: **conforms** (no campaign found a divergence; where the profile differs from the strict
+   default but no campaign met a case that shows it, the row says which parameter went unwitnessed);
+   **design choice** (the strict counterexample conforms to the profile, and a `documented` or `source`
+   choice explains it); **deviates** (the framework does something its profile does not allow, or that
+   only an `observed` choice — one nothing documents — explains).
+
+Each profile choice carries its evidence (SPEC.md P-EVIDENCE): `documented` quotes the framework's
+documentation as the pinned package ships it, `source` a line of its installed source (both checked by
+tests/test_frameworks_evidence.py against the pinned versions), `observed` is what only the runs show.
 
 What a framework cannot express is not fuzzed and is listed in each adapter's docstring: proposals its
 message types cannot carry (e.g. a numeric call id), limits it has no equivalent for (`maxRequests`,
 per-tool limits, retries; the execution budget for the Agents SDK and LangGraph), and the `error-result`
-limit policy (every framework ends the run on a limit). The adapters run the tool calls of a response one at
-a time where the framework has a documented setting for it (pydantic-ai's
-`ToolManager.parallel_execution_mode('sequential')`, the Agents SDK's `max_function_tool_concurrency=1`);
-LangGraph's ToolNode has none and runs them concurrently, which its profile says.
+limit policy (every framework ends the run on a limit). The profile campaigns run the tool calls of a
+response one at a time where the framework has a setting for it (pydantic-ai's `parallel_execution_mode`,
+the Agents SDK's `max_function_tool_concurrency`); the frameworks' default concurrent modes are rows of the
+settings matrix. LangGraph's ToolNode has no such setting and runs them concurrently, which its profile says.
 
-The campaigns run with `PYTHONHASHSEED=0`: a framework campaign depends on Python's string hashing (two
-runs with the same seed named different design choices under random hashing, the same under a fixed one).
+The campaigns run with `PYTHONHASHSEED=0` (a framework campaign depended on string hashing). The `Case:`
+paths name the shrunk cases (`loopspec replay CASE.json --impl NAME` reruns one) under `build/frameworks/`;
+they are not committed — regenerate to get them.
 
-The `Case:` paths name the shrunk cases (`loopspec replay CASE.json --impl NAME` reruns one) that the
-generator writes under `build/frameworks/`; they are not committed — regenerate to get them.
+## Risks (strict view, most severe first)
 
-## Summary
+""" + "\n".join(risk_lines) + """
+## Settings matrix
+
+""" + matrix_text + """
+
+## Profile conformance: summary
+
+The counts are the campaigns' (profile and strict). """ + probe_note + """
 
 """ + "\n".join(summary) + "\n"
     write_atomic(args.out, head + "\n" + "\n".join(sections))

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from loopspec import Tool, ToolContext, ToolFailure
 from loopspec._core import FAILURE_CATEGORIES
-from loopspec.fuzz import _generate as _fuzz
+from loopspec.fuzz import _strategies as _fuzz
 
 ID_POOL = ("a", "b", "c")
 MALFORMED_IDS = (None, "", "  ", 7)
@@ -69,7 +69,7 @@ class Recorder:
 #: takes option ``index % len(options)``; once the list is used up it takes option 0.
 oracle_answers = st.lists(st.integers(min_value=0, max_value=63), max_size=80)
 
-# -- the fuzzer's strategies are product code (loopspec.fuzz._generate, used by `loopspec fuzz`) --
+# -- the fuzzer's strategies are product code (loopspec.fuzz._strategies, over the vocabulary `loopspec fuzz` draws from) --
 fuzz_batch_steps = _fuzz.batch_steps
 fuzz_batch_configs = _fuzz.batch_configs
 fuzz_call_lists = _fuzz.call_lists

@@ -11,8 +11,10 @@ import pytest
 from loopspec.cli import COMMAND_MODULES, build_parser
 from loopspec.cli._common import plain
 
-#: commands that print a report (fuzz and replay are added when their module uses add_format_option)
-REPORTERS = ("demo", "spec", "vectors", "verify", "check")
+#: commands that print a report
+REPORTERS = ("demo", "spec", "vectors", "verify", "check", "fuzz", "replay")
+#: commands that read the spec (serve runs the reference engine on it)
+SPEC_READERS = ("demo", "spec", "vectors", "diagram", "verify", "fuzz", "replay", "check", "serve")
 MARKUP = re.compile(r"``|\*\*|:(?:func|mod|class|meth|data|attr|exc|ref):`")
 
 
@@ -48,3 +50,10 @@ def test_top_level_help_says_what_the_demo_shows() -> None:
     demo = text[text.index("demo "):text.index(" spec ")]
     for part in ("engine", "model checker", "fuzzer", "oracle", "frameworks"):
         assert part in demo, (part, demo)
+
+
+@pytest.mark.parametrize("command", SPEC_READERS)
+def test_every_command_reading_the_spec_has_spec_file(command: str) -> None:
+    sub = _subparsers()[command]
+    spec = next(a for a in sub._actions if "--spec" in a.option_strings)
+    assert spec.dest == "spec" and spec.default is None and spec.help and "loop.toml" in spec.help

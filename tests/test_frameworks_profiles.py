@@ -253,7 +253,7 @@ def test_report_never_calls_an_unwitnessed_profile_difference_plain_conformance(
     """A rule whose profile parameter differs from the strict default, where no campaign met a case that
     shows the difference, is reported as conforming *with* that caveat (e.g. LangGraph has no execution
     budget, R9, and the adapter cannot pass one): never as plain conformance to the strict spec."""
-    from loopspec.fuzz._campaign import CampaignResult
+    from loopspec.fuzz._model import CampaignResult
     from loopspec.fuzz._report import render_report, report_data
 
     stats = {"examples": 1, "steps": 1, "executionsObserved": 0, "seconds": 0.0}
@@ -272,7 +272,7 @@ def test_report_a_finding_explained_only_by_an_observed_choice_is_a_deviation() 
     """P-EVIDENCE: LangGraph's re-execution of a repeated id conforms to its profile only through
     id_binding = none, which nothing documents (evidence = observed): the report says R6 deviates, and
     names the observed choice; a finding a documented choice explains stays a design choice."""
-    from loopspec.fuzz._campaign import CampaignResult, Finding
+    from loopspec.fuzz._model import CampaignResult, Finding
     from loopspec.fuzz._report import render_report, report_data
 
     replay = _batch([C1, C1], [C1, C1], {"results": [{"id": "c1", "status": "ok", "output": 0},
@@ -325,3 +325,57 @@ def test_R15_error_text_accepts_a_frameworks_own_text_never_a_canary_unless_exce
     v = judge(leak, profile="openai-agents")
     assert v.violation is not None and v.violation.kind == "exception-text-shown"
     assert judge(leak, profile="langgraph").ok
+
+
+def test_risks_rank_duplicate_side_effects_first_and_name_the_avoiding_setting() -> None:
+    """The risk view: strict divergences ranked by consequence (a call executed twice before an
+    exception shown to the model before the rest); a setting whose campaign did not find the rule is named."""
+    from loopspec.frameworks._risks import consequence, rank_risks
+
+    assert consequence("R6", "replay-reexecuted") == "executed-twice"
+    assert consequence("R7", "executed-despite-id-conflict") == "executed-twice"
+    assert consequence("R9", "executed-despite-budget-exhausted") == "past-budget"
+    assert consequence("R3", "executed-despite-unknown-tool") == "not-allowed"
+    assert consequence("R11", "answer-missing") == "result-lost"
+    assert consequence("R15", "exception-text-shown") == "exception-shown"
+    assert consequence("R28", "wrong-terminal-state") == "final-replaced"
+    assert consequence("R2", "check-order") == "other"
+
+    def row(rule: str, kind: str, status: str = "design-choice") -> dict:
+        return {"rule": rule, "kind": kind, "status": status, "explanation": "Let … Then …", "case": None}
+
+    report = {"rules": [row("R15", "exception-text-shown"), row("R2", "check-order"), row("R16", "x", "conforms"),
+                        {**row("R6", "replay-reexecuted", "deviates"), "observedOnly": ["id_binding"]}]}
+    risks = rank_risks([("langgraph", "loop", report)],
+                       {("langgraph", "loop"): [("handle_tool_errors=text", {"R6", "R2"})]})
+    assert [r.rule for r in risks] == ["R6", "R15", "R2"]
+    assert risks[0].observed_only == ["id_binding"] and risks[0].avoided_by == []
+    assert risks[1].avoided_by == ["handle_tool_errors=text"]
+    # a setting "avoids" a rule only when a campaign of the same size at the defaults found it
+    risks = rank_risks([("langgraph", "loop", report)],
+                       {("langgraph", "loop"): [("handle_tool_errors=text", {"R6", "R2"})]},
+                       {("langgraph", "loop"): {"R6", "R2"}})
+    assert risks[1].rule == "R15" and risks[1].avoided_by == []
+
+
+def test_conforms_rows_say_how_many_examples_met_the_rules_preconditions() -> None:
+    """A "conforms" row carries the rule's exercised preconditions (e.g. replays across rounds seen), counted
+    from the judged traces (loopspec.fuzz._exercised), never a bare "no divergence"."""
+    from loopspec.fuzz._campaign import CampaignResult
+    from loopspec.fuzz._exercised import describe, exercised
+    from loopspec.fuzz._report import render_report, report_data
+
+    a = {"id": "c1", "name": "lookup", "arguments": {"q": "a"}}
+    b = {"id": "c1", "name": "lookup", "arguments": {"q": "b"}}
+    trace = _loop([{"calls": [a]}, {"calls": [a, b]}, {"final": "x"}], [[], [], []], [], {"status": "COMPLETED",
+                  "stopReason": "FINAL_ANSWER", "final": "x"})
+    counts = exercised(trace)
+    assert counts["R6"] == 1 and counts["R6 across rounds"] == 1 and counts["R7"] == 1
+    assert counts["R7 across rounds"] == 1 and counts["R18"] == 1
+    assert describe("R6", counts) == "1 replays (same id, same content), 1 replays across rounds seen"
+    stats = {"examples": 1, "steps": 1, "executionsObserved": 0, "seconds": 0.0, "exercised": dict(counts)}
+    empty = CampaignResult(findings=[], seed=1, stats=stats, files=[])
+    data = report_data(impl="x", info={}, mode="loop", profile=None, result=empty, strict=None, out=None)
+    r6 = next(r for r in data["rules"] if r["rule"] == "R6")
+    assert r6["status"] == "conforms" and "1 replays across rounds seen" in r6["exercised"]
+    assert "| R6 | Replay: same id, same content | conforms (1 replays" in render_report(data)

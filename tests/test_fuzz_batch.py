@@ -16,7 +16,8 @@ from loopspec._spec import load_spec
 from loopspec.cli import main
 from loopspec.fuzz import Executor, fuzz, replay
 from loopspec.fuzz._adapter import ImplFactory, ReferenceExecutor
-from loopspec.fuzz._campaign import Campaign, load_case
+from loopspec.fuzz._campaign import Campaign
+from loopspec.fuzz._model import load_case
 from tests.fuzz_helpers import ROOT, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
@@ -49,12 +50,13 @@ def test_loopspec_serve_process_has_no_divergence(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_correct_python_example_passes_500_examples(tmp_path: Path) -> None:
+def test_correct_python_example_passes_2000_examples(tmp_path: Path) -> None:
     t0 = time.perf_counter()
-    r = campaign(example_cmd(), out=tmp_path, max_examples=500, seed=11)
+    r = campaign(example_cmd(), out=tmp_path, max_examples=2000, seed=11)
     assert r.ok, [f.verdict.violation.explanation for f in r.findings]
-    assert r.stats["examples"] >= 500
-    print(f"\n500-example campaign, correct Python example: {time.perf_counter() - t0:.1f} s, {r.stats}")
+    assert r.stats["examples"] == 2000 and r.stats["steps"] == 16000 and r.stats["executionsObserved"] > 5000
+    assert json.loads((tmp_path / "campaign.json").read_text())["coverage"]["missing"] == []
+    print(f"\n2000-example campaign, correct Python example: {time.perf_counter() - t0:.1f} s, {r.stats}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,13 +81,14 @@ BUGS = {  # bug -> the rule the fuzzer must report (others may be reported too)
     "check-order": "R4",
     "continue-aborts": "R14",
     "drop-last": "R11",
+    "leak-request-id": "R15",
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_every_buggy_variant_is_caught_and_shrunk(bug: str, tmp_path: Path) -> None:
-    r = campaign(example_cmd(bug), out=tmp_path, max_examples=500, seed=20240601, shrink_seconds=8.0)
+    r = campaign(example_cmd(bug), out=tmp_path, max_examples=200, seed=20240601)  # the default options
     rules = {f.rule: f for f in r.findings}
     assert BUGS[bug] in rules, f"{bug}: found {sorted(rules)}"
     for f in r.findings:
@@ -145,6 +148,9 @@ def test_a_hang_is_a_P2_finding_within_the_time_budget(tmp_path: Path) -> None:
     assert "P2" in {f.rule for f in r.findings}
     assert time.perf_counter() - t0 < 90
     assert (tmp_path / "P2.json").is_file()
+    detail = next(f for f in r.findings if f.rule == "P2").verdict.violation.observed["detail"]
+    assert "no answer to batch.run" in detail and "of sending it" in detail, detail  # a deadline, not silence
+    # the busy-pipe variants (blank lines, notifications, endless requests) are in tests/hostile
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,9 +178,12 @@ def test_diagram_trace_is_the_expected_path_with_the_failed_transition(conflict_
         json.loads((ROOT / "spec" / "schema" / "transition-path.schema.json").read_text()))
     validator.validate(dt)
     assert all(spec.transition(t) for t in dt["path"])
-    assert dt["path"][0] == "T04" and spec.transition(dt["path"][-1]).dest == "completed"
+    assert dt["path"][0] == "T04"
+    assert spec.transition(dt["path"][-1]).dest in {"completed", "rejected", "failed", "truncated"}
     case = load_case(conflict_case / "R7.json")
-    assert dt["path"][dt["failed"]] == case["verdict"]["violation"]["transition"] == "T12"
+    assert dt["path"][dt["failed"]] == "T12"  # the conflict's rejection, where the implementation reused
+    # the judge names the decision of that request: the rejection, or in abort mode the abort it causes
+    assert case["verdict"]["violation"]["transition"] in ("T12", "T24")
 
 
 def test_diagram_draws_the_counterexample_path(conflict_case: Path, tmp_path: Path) -> None:
@@ -229,8 +238,8 @@ def test_cli_replay_rejects_a_malformed_case(tmp_path: Path, capsys: pytest.Capt
 
 def test_protocol_messages_follow_the_published_schema() -> None:
     """Every message of a session with the reference adapter validates against adapter-protocol.schema.json."""
-    from loopspec.fuzz._campaign import run_step
-    from loopspec.fuzz._generate import batch_steps
+    from loopspec.fuzz._harness import run_step
+    from loopspec.fuzz._strategies import batch_steps
 
     validators = {name: schema_validator("adapter-protocol.schema.json", name) for name in (
         "message", "batchRunParams", "batchRunResult", "toolExecuteParams", "toolExecuteResult", "toolExecuteError",

@@ -49,10 +49,23 @@ def test_java_executor_short_campaign_fresh_process_per_example(java_cmd: list[s
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["batch", "loop"])
-def test_java_executor_passes_500_examples(java_cmd: list[str], mode: str, tmp_path: Path) -> None:
+def test_java_executor_passes_2000_examples(java_cmd: list[str], mode: str, tmp_path: Path) -> None:
     """One JVM for the campaign (--isolation campaign): a JVM start per example would dominate."""
     t0 = time.perf_counter()
-    r = run(java_cmd, mode, 500, "campaign", tmp_path)
+    r = run(java_cmd, mode, 2000, "campaign", tmp_path)
     assert r.ok, [f.verdict.violation.explanation for f in r.findings]
-    assert r.stats["examples"] >= 500
-    print(f"\n500-example {mode} campaign, Java example: {time.perf_counter() - t0:.1f} s, {r.stats}")
+    assert r.stats["examples"] == 2000 and r.stats["executionsObserved"] > 5000
+    assert r.stats["processesStarted"] <= 3  # the probe's, its warm spare, the campaign's
+    print(f"\n2000-example {mode} campaign, Java example: {time.perf_counter() - t0:.1f} s, {r.stats}")
+
+
+JAVA_BUGS = {"replay-reexecutes": "R6", "conflict-reuse": "R7", "budget-after": "R9"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(JAVA_BUGS))
+def test_java_buggy_variants_are_caught_and_reduced(java_cmd: list[str], bug: str, tmp_path: Path) -> None:
+    r = run([*java_cmd, "--bug", bug], "batch", 200, "campaign", tmp_path)
+    rules = {f.rule for f in r.findings}
+    assert JAVA_BUGS[bug] in rules, f"{bug}: found {sorted(rules)}"
+    assert all(f.calls <= 4 and f.reproduced for f in r.findings), [(f.rule, f.calls) for f in r.findings]

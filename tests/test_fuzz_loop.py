@@ -7,6 +7,7 @@ RunOutcome.to_json() (LOOP_RESULT_FIELDS) rather than listing them.
 from __future__ import annotations
 
 import copy
+import json
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from loopspec._judge_loop import LOOP_RESULT_FIELDS
 from loopspec.cli import main
 from loopspec.fuzz._adapter import ImplFactory, InProcessImpl, ReferenceExecutor
 from loopspec.fuzz._campaign import Campaign
-from loopspec.fuzz._loop import run_loop_step
+from loopspec.fuzz._harness import run_loop_step
 from tests.fuzz_helpers import LOOKUP, OPEN, call, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
@@ -154,11 +155,13 @@ def test_loopspec_serve_has_no_loop_divergence() -> None:
 
 
 @pytest.mark.slow
-def test_correct_python_example_passes_500_loop_examples(tmp_path: Path) -> None:
+def test_correct_python_example_passes_2000_loop_examples(tmp_path: Path) -> None:
     t0 = time.perf_counter()
-    r = campaign(example_cmd(), out=tmp_path, max_examples=500, seed=12)
+    r = campaign(example_cmd(), out=tmp_path, max_examples=2000, seed=12)
     assert r.ok, [f.verdict.violation.explanation for f in r.findings]
-    print(f"\n500-example loop campaign, correct Python example: {time.perf_counter() - t0:.1f} s, {r.stats}")
+    assert r.stats["examples"] == 2000 and r.stats["modelRequests"] > 16000 and r.stats["executionsObserved"] > 5000
+    assert json.loads((tmp_path / "campaign.json").read_text())["coverage"]["missing"] == []
+    print(f"\n2000-example loop campaign, correct Python example: {time.perf_counter() - t0:.1f} s, {r.stats}")
 
 
 LOOP_BUGS = {
@@ -176,7 +179,7 @@ LOOP_BUGS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("bug", sorted(LOOP_BUGS))
 def test_every_loop_bug_is_caught_and_shrunk(bug: str, tmp_path: Path) -> None:
-    r = campaign(example_cmd(bug), out=tmp_path, max_examples=500, seed=20240602, shrink_seconds=8.0)
+    r = campaign(example_cmd(bug), out=tmp_path, max_examples=200, seed=20240602)  # the default options
     rules = {f.rule for f in r.findings}
     assert LOOP_BUGS[bug] in rules, f"{bug}: found {sorted(rules)}"
     for f in r.findings:

@@ -24,9 +24,11 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 #: import name -> distribution, for every third-party module src/ may import
 DISTRIBUTIONS = {
     "transitions": "transitions", "hypothesis": "hypothesis", "graphviz": "graphviz",
-    "pytest": "pytest", "orjson": "orjson", "dask": "dask",
+    "pytest": "pytest", "orjson": "orjson", "dask": "dask", "distributed": "dask",
     "pydantic_ai": "pydantic-ai-slim", "agents": "openai-agents", "openai": "openai-agents",
     "langgraph": "langgraph", "langchain_core": "langgraph",
+    "smolagents": "smolagents", "llama_index": "llama-index-core",
+    "autogen_agentchat": "autogen-agentchat", "autogen_core": "autogen-agentchat",  # core comes with agentchat
 }
 
 
@@ -158,3 +160,10 @@ def test_the_sdist_carries_the_spec_at_the_top_level(dists: dict[str, Path]) -> 
     assert {f"spec/{f}" for f in SPEC_FILES} <= names
     assert {"pyproject.toml", "README.md", "src/loopspec/_spec.py", "examples/python/executor.py"} <= names
     assert not any(n.startswith(("tests/", ".venv/", "src/loopspec/spec/")) or "__pycache__" in n for n in names)
+
+
+def test_the_readme_says_how_long_the_tests_take() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`python3 .ci/dev.py test -m \"not slow\"`" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| `python3 .ci/dev.py test` "))
+    assert re.search(r"\| \d+(\.\d+)? min", row), row

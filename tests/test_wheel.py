@@ -84,7 +84,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 def test_the_installed_package_is_the_wheel_with_its_spec_and_no_test_tools(installed: Installed) -> None:
     r = installed.run(installed.python, "-c", (
         "import importlib.util as u, json, loopspec, loopspec._spec as s\n"
+        "from loopspec.cli.demo import example_executor\n"
         "print(json.dumps({'module': loopspec.__file__, 'spec': str(s.shipped_spec_path()),\n"
+        "  'executor': str(example_executor()),\n"
         "  'absent': [m for m in ('pytest', 'crosshair', 'z3') if u.find_spec(m) is None]}))"))
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
@@ -93,6 +95,9 @@ def test_the_installed_package_is_the_wheel_with_its_spec_and_no_test_tools(inst
     spec = Path(info["spec"])
     assert spec.is_relative_to(site) and spec.parts[-3:] == ("loopspec", "spec", "loop.toml")
     assert info["absent"] == ["pytest", "crosshair", "z3"]  # none is needed to run loopspec
+    # the example executor travels in the wheel, so an installed `loopspec demo` fuzzes it (section 5)
+    assert Path(info["executor"]).parts[-3:] == ("loopspec", "examples", "executor.py")
+    assert Path(info["executor"]).read_bytes() == (ROOT / "examples" / "python" / "executor.py").read_bytes()
 
 
 def test_spec(installed: Installed) -> None:
@@ -152,6 +157,15 @@ def test_fuzz_and_replay_the_example_executor(installed: Installed) -> None:
     impl = f"{installed.python} {ex / 'executor.py'}"
     r = installed.loopspec("fuzz", "--impl", impl, "--max-examples", "20", "--seed", "1", "--out", "fuzz-ok")
     assert r.returncode == 0 and "no divergence" in r.stdout, r.stdout + r.stderr
+    r = installed.loopspec("fuzz", "--impl", impl, "--max-examples", "10", "--seed", "1", "--out", "fuzz-json",
+                           "--format", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.loads(r.stdout)  # stdout is one JSON document
+    assert summary["format"] == "loopspec-fuzz-summary/1" and summary["ok"] and summary["findings"] == []
+    assert summary["seed"] == 1 and summary["coverage"] and summary["parameters"]
+    # the campaign's spec coverage, drawn on the machine
+    r = installed.loopspec("diagram", "--format", "mermaid", "--coverage", "fuzz-json/coverage.json", "--out", "fcov")
+    assert r.returncode == 0 and (installed.work / "fcov" / "machine-coverage.mmd").is_file(), r.stderr
     bug = f"{impl} --bug replay-reexecutes"
     r = installed.loopspec("fuzz", "--impl", bug, "--max-examples", "50", "--seed", "1", "--shrink-time", "5",
                            "--quiet", "--out", "fuzz-bug")

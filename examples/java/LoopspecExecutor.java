@@ -9,6 +9,11 @@
  *
  *   javac -d build examples/java/LoopspecExecutor.java
  *   loopspec fuzz --impl "java -cp build LoopspecExecutor"
+ *   loopspec fuzz --impl "java -cp build LoopspecExecutor --bug conflict-reuse"   # one deliberate bug
+ *
+ * Deliberate bugs (--bug NAME), for testing the fuzzer: replay-reexecutes (R6: a replay runs the tool
+ * again), conflict-reuse (R7: a conflicting request gets the id's stored result), budget-after (R9:
+ * the budget is checked after the tool ran).
  *
  * stdout carries only protocol messages; logs go to stderr.
  */
@@ -414,12 +419,14 @@ public final class LoopspecExecutor {
                 b = new Binding(key); // bound whatever happens next (R5)
                 bindings.put(id, b);
             } else if (!b.key.equals(key)) {
+                if (BUG.equals("conflict-reuse") && b.hasSuccess) return ok(id, b.success);
                 return error(call, "ID_CONFLICT", index);
-            } else if (b.hasSuccess) {
+            } else if (b.hasSuccess && !BUG.equals("replay-reexecutes")) {
                 return ok(id, b.success); // replay: nothing executes, nothing is charged (R6)
             }
             if (deadlineNanos != null && System.nanoTime() >= deadlineNanos) return error(call, "DEADLINE_EXCEEDED", index);
-            if (maxExecutions != null && executed >= maxExecutions) return error(call, "BUDGET_EXHAUSTED", index);
+            boolean overBudget = maxExecutions != null && executed >= maxExecutions;
+            if (overBudget && !BUG.equals("budget-after")) return error(call, "BUDGET_EXHAUSTED", index);
             Long toolLimit = toolLimits.get(name);
             if (toolLimit != null && perTool.getOrDefault(name, 0L) >= toolLimit) {
                 return error(call, "TOOL_BUDGET_EXHAUSTED", index);
@@ -441,6 +448,7 @@ public final class LoopspecExecutor {
                     }
                     b.success = output;
                     b.hasSuccess = true;
+                    if (overBudget && BUG.equals("budget-after")) return error(call, "BUDGET_EXHAUSTED", index);
                     return ok(id, output);
                 } catch (ToolFailed f) {
                     if (f.category.equals("DEPENDENCY_TEMPORARY") && attempt < maxRetries) {
@@ -596,7 +604,17 @@ public final class LoopspecExecutor {
         }
     }
 
+    /** The deliberate bug (--bug NAME), or "" for the correct executor. */
+    static String BUG = "";
+
     public static void main(String[] args) throws IOException {
+        if (args.length == 2 && args[0].equals("--bug")
+                && List.of("replay-reexecutes", "conflict-reuse", "budget-after").contains(args[1])) {
+            BUG = args[1];
+        } else if (args.length != 0) {
+            System.err.println("usage: LoopspecExecutor [--bug replay-reexecutes|conflict-reuse|budget-after]");
+            System.exit(2);
+        }
         new LoopspecExecutor().serve();
     }
 }

@@ -36,6 +36,7 @@ BUGS = {
     "abort-loses-results": "R13: on abort, the answers of the earlier requests are dropped",
     "miscount": "R12: executed counts replays as executions",
     "leaky-errors": "R15: error answers carry exception text and the offending call",
+    "leak-request-id": "R15: a failed tool's error text is copied into the request_id of the answer the model sees",
     "cached-failure": "R10: a failed execution is stored and replayed",
     "raw-content": "R6: content is compared as raw JSON text (key order and 1 vs 1.0 matter)",
     "state-leak": "R5: id bindings survive from one batch.run to the next",
@@ -90,9 +91,10 @@ def blank(text: str) -> bool:
 
 
 class ToolFailed(Exception):
-    def __init__(self, category: str) -> None:
+    def __init__(self, category: str, detail: str = "") -> None:
         super().__init__(category)
         self.category = category if category in FAILURES else "INTERNAL_ERROR"
+        self.detail = detail  # the tool's own error text: for logs, never for the model (R15)
 
 
 # --------------------------------------------------------------------------------------------
@@ -276,8 +278,9 @@ class Executor:
                     continue
                 if self.bug == "cached-failure":
                     bound["failure"] = f.category
+                request_id = f"{run_id}:{index}" + (f" {f.detail}" if self.bug == "leak-request-id" else "")
                 return {"id": cid, "status": "error", "code": f.category, "message": CODES[f.category][2],
-                        "next_action": CODES[f.category][1], "request_id": f"{run_id}:{index}"}
+                        "next_action": CODES[f.category][1], "request_id": request_id}
         if self.bug == "budget-after" and over_budget:
             return self.error(call, "BUDGET_EXHAUSTED", index, run_id)
         bound["success"] = (output,)
@@ -399,7 +402,8 @@ class Rpc:
             sys.exit(0)
         if "error" in msg:
             data = msg["error"].get("data") or {}
-            raise ToolFailed(data.get("category", "INTERNAL_ERROR") if isinstance(data, dict) else "INTERNAL_ERROR")
+            raise ToolFailed(data.get("category", "INTERNAL_ERROR") if isinstance(data, dict) else "INTERNAL_ERROR",
+                             str(msg["error"].get("message", "")))
         return msg["result"]
 
     def execute(self, call_id: str, name: str, arguments: dict[str, Json], principal: str) -> Json:

@@ -986,6 +986,9 @@ def _compare_answer(spec: Spec, exp: Expected, calls: Sequence[Json], i: int, e:
                            f"put an answer for id {compact(o.get('id'), 20)} (request #{other[0]}) at position {i}")
         return finding("R11", "wrong-answer-id", f"answered with id {compact(o.get('id'), 20)}")
     status, code = o.get("status"), o.get("code")
+    if isinstance(o, dict) and shows_canary({k: v for k, v in o.items() if k != "message"}):
+        return finding("R15", "secret-shown-to-model", f"answered {compact(o, 100)}, which carries a tool failure's "
+                       "private text (its canary): only the error's structure may reach the model")
     if status == "error":
         if code not in CODE_TABLE:
             return finding("R15", "unknown-error-code", f"answered with the code {compact(code, 30)}, which the spec does not define")

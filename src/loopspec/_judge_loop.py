@@ -271,6 +271,13 @@ def _model_findings(spec: Spec, exp: LoopExpected, models: Sequence[Mapping[str,
         f = _shown_results_finding(want, shown)
         if f is not None:
             return f
+        extra = got.get("extra")
+        if extra is not None and shows_canary(extra):
+            return _Finding((want.first_index, -1), "R15", "secret-shown-to-model", want.first_index,
+                            {"shown": {"round": want.round, "results": want.results}}, {"extra": extra},
+                            f"Then the model is shown, for round {want.round}, the answers of round {want.round - 1} "
+                            "and nothing of a failure's detail (R15); but the implementation also sent it "
+                            f"{compact(extra, 120)}, which carries a tool failure's private text (its canary).")
     return None
 
 
@@ -282,8 +289,14 @@ def _shown_results_finding(want: _ModelRequest, shown: Json) -> _Finding | None:
                         f"implementation {text}.")
 
     if not isinstance(shown, list):
+        if shows_canary(shown):
+            return finding("R15", "secret-shown-to-model", f"sent results = {compact(shown, 100)}, which carries a "
+                           "tool failure's private text (its canary)")
         return finding("R18", "model-shown-wrong-results", f"sent results = {compact(shown, 60)}")
     for _j, r in enumerate(shown):
+        if isinstance(r, dict) and shows_canary({k: v for k, v in r.items() if k != "message"}):
+            return finding("R15", "secret-shown-to-model", f"showed the model {compact(r, 100)}, which carries a "
+                           "tool failure's private text (its canary) outside the error's message")
         if isinstance(r, dict) and r.get("status") == "error":
             code = r.get("code")
             extra = sorted(set(r) - ERROR_FIELDS)

@@ -40,6 +40,7 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "shipped_spec_path",
+    "spec_chosen",
     "using_spec",
 ]
 
@@ -347,6 +348,11 @@ def shipped_spec_path() -> Path:
         return repo
     raise SpecError(f"cannot find the spec: neither {packaged} (an installed loopspec) nor {repo} "
                     "(a source checkout) exists; reinstall loopspec or give --spec FILE")
+
+
+def spec_chosen() -> bool:
+    """Whether a spec other than the shipped one is the default (:func:`using_spec`, ``--spec``)."""
+    return bool(_CHOSEN)
 
 
 def default_spec_path() -> Path:

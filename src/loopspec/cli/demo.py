@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
         "demo",
         help="the whole product in one run: the engine on the spec's cases and a multi-round run with its ledger, "
              "the model checker, the fuzzer, the oracle on that ledger, its diagram, and the installed agent "
-             "frameworks (about 45 s)",
+             "frameworks (a short campaign per installed framework)",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         epilog="Exit codes: 0 everything matches the spec (a framework's deviation is a finding about the framework, "
                "not a failure of the demo); 1 a mismatch.")

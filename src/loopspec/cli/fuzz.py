@@ -1,19 +1,30 @@
 """``loopspec fuzz``: stateful fuzzing of another implementation over the adapter protocol.
 
 Exit 0 when no divergence was found, 1 when one was (each shrunk case is in ``--out``), 2 on a
-usage error or when the implementation cannot be started.
+usage error or when the implementation cannot be started, 130 when interrupted (Ctrl-C) before any
+divergence was found (campaign.json is written either way).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
+from .._progress import Status
 from .._text import paint, use_color
 from ..fuzz._adapter import ImplFactory, StartError, StderrLog
 from ..fuzz._rpc import ProtocolFailure
-from ._common import EXIT_FOUND, EXIT_OK, UsageError
+from ._common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    UsageError,
+    add_format_option,
+    add_progress_option,
+    add_spec_option,
+    progress_line,
+)
 
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) before the campaign finished, nothing found so far
 
@@ -52,27 +63,40 @@ def register(sub: Any) -> None:
     p = sub.add_parser("fuzz", help="fuzz an implementation over the adapter protocol and shrink every divergence",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_impl_options(p)
+    add_spec_option(p)
     p.add_argument("--mode", choices=("batch", "loop"), default="batch", help="what to fuzz (default batch)")
     p.add_argument("--max-examples", type=positive, default=200, metavar="N",
-                   help="Hypothesis examples to generate (each is a fresh process running several steps; default 200)")
+                   help="examples to run (each several steps on the implementation; default 200)")
     p.add_argument("--steps", type=positive, default=8, metavar="N", help="steps (runs) per example (default 8)")
     p.add_argument("--max-calls", type=positive, default=6, metavar="N", help="calls per batch or round (default 6)")
-    p.add_argument("--seed", type=int, help="random seed (printed, and recorded in every case, when not given)")
+    p.add_argument("--seed", type=int, help="random seed (printed, and recorded in every case, when not given); "
+                   "the same seed gives the same campaign")
     p.add_argument("--out", default="loopspec-fuzz", metavar="DIR",
-                   help="where cases, explanations and campaign.json go (default ./loopspec-fuzz)")
+                   help="where cases, explanations, campaign.json and coverage.json go (default ./loopspec-fuzz)")
     p.add_argument("--isolation", choices=("campaign", "example"), default="campaign",
-                   help="campaign (default): one process until the first divergence, then a fresh process per "
-                        "example while shrinking; example: a fresh process for every example (slower, every "
-                        "example reproducible on its own). Reported cases are always re-checked in a fresh process")
+                   help="campaign (default): one implementation process for all examples (a new one only after "
+                        "a protocol failure); example: a fresh process for every example (slower). Reported cases "
+                        "are always re-checked in a fresh process")
     p.add_argument("--shrink-time", type=seconds, default=120.0, metavar="S",
-                   help="stop exploring S seconds after the first divergence; what was found is then minimized "
-                        "by deleting parts one at a time, for at most S seconds more (default 120)")
+                   help="stop exploring S seconds after the first divergence; reducing one finding also takes at "
+                        "most S seconds (default 120)")
+    p.add_argument("--time-budget", type=seconds, metavar="S",
+                   help="start no new example after S seconds (for CI); what was found is still reduced")
+    p.add_argument("--jobs", type=positive, default=1, metavar="N",
+                   help="run the examples on N implementation processes in N worker processes (default 1)")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="shard the campaign over the workers of the Dask scheduler at ADDRESS (each worker starts "
+                        "its own implementation; --jobs sets the number of shards); needs loopspec[dask]")
     p.add_argument("--profile", metavar="NAME",
                    help="judge under a profile of spec/loop.toml (e.g. pydantic-ai; default strict). A divergence "
                         "is then a deviation from the framework's own documented choices; a second campaign under "
                         "the strict spec shows which rules the profile's choices differ in (for --report)")
     p.add_argument("--report", metavar="FILE", help="write a conformance report (Markdown): per rule, conforms or "
                    "deviates, with the shrunk counterexample of each deviation; data in FILE.json")
+    add_format_option(p, what="the campaign's summary",
+                      meanings={"json": "one JSON document on stdout: the parameters, every finding with its "
+                                        "explanation, the statistics and the spec coverage"})
+    add_progress_option(p)
     p.add_argument("--quiet", action="store_true", help="print only the summary line")
     p.set_defaults(handler=handle)
 
@@ -119,35 +143,54 @@ def check_profile(name: str | None) -> str | None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..fuzz._campaign import Campaign  # imports Hypothesis: only when fuzzing
+    from ..fuzz._campaign import Campaign
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a directory")
+    if args.dask is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("distributed") is None:
+            raise UsageError("--dask needs Dask's distributed scheduler: pip install 'loopspec[dask]'")
     try:
         out.mkdir(parents=True, exist_ok=True)
         log = StderrLog(out / "impl-stderr.log")  # bounded: head and tail; never through a symlink
     except OSError as exc:
         raise UsageError(f"--out {args.out}: {exc.strerror}") from None
-    color = use_color(sys.stderr)
-    say = (lambda m: None) if args.quiet else (lambda m: print(f"loopspec fuzz: {m}", file=sys.stderr, flush=True))
+    color = use_color(sys.stdout)
+    line = progress_line(args)
+    quiet = args.quiet or args.format == "json"
+
+    def say(msg: str) -> None:
+        if not quiet:
+            line.echo(f"loopspec fuzz: {msg}")
+
     profile = check_profile(args.profile)
     strict_result = None
+    jobs = args.jobs if args.dask is None else max(args.jobs, 2)
     try:
         factory = open_factory(args, args.mode, stderr_log=log)
         try:
-            campaign = Campaign(factory, mode=args.mode, max_examples=args.max_examples, seed=args.seed, out=out,
-                                steps=args.steps, max_calls=args.max_calls, progress=say,
-                                isolation=args.isolation, shrink_seconds=args.shrink_time, profile=profile)
-            say(f"{factory.describe()}: {args.mode} mode, {args.max_examples} examples, seed {campaign.seed}"
-                + (f", profile {profile}" if profile else ""))
-            result = campaign.run()
+            def run(label: str, **kw: Any) -> Any:
+                prefix = "" if label == "fuzz" else f"[{label}] "
+                campaign = Campaign(factory, mode=args.mode, max_examples=args.max_examples, seed=kw.pop("seed"),
+                                    steps=args.steps, max_calls=args.max_calls,
+                                    progress=lambda m: say(prefix + m), isolation=args.isolation,
+                                    shrink_seconds=args.shrink_time, time_budget=args.time_budget, jobs=jobs,
+                                    dask=args.dask, **kw)
+                say(prefix + f"{factory.describe()}: {args.mode} mode, {args.max_examples} examples, seed "
+                    f"{campaign.seed}" + (f", profile {kw['profile']}" if kw.get("profile") else "")
+                    + (f", {jobs} jobs" if jobs > 1 else "") + (f", Dask at {args.dask}" if args.dask else ""))
+                with line.ticking(lambda: campaign_status(campaign, label)):
+                    return campaign.run()
+
+            result = run("fuzz" if profile is None else f"profile {profile}", seed=args.seed, out=out,
+                         profile=profile)
             if profile is not None and args.report:
-                say("a second campaign under the strict spec, for the report (what the profile's choices change)")
-                strict = Campaign(factory, mode=args.mode, max_examples=args.max_examples, seed=campaign.seed,
-                                  out=out / "strict", steps=args.steps, max_calls=args.max_calls, progress=say,
-                                  isolation=args.isolation, shrink_seconds=args.shrink_time)
-                strict_result = strict.run()
+                say("a second campaign under the strict spec, for the report (what the profile's choices change); "
+                    "its lines say [strict comparison]")
+                strict_result = run("strict comparison", seed=result.seed, out=out / "strict", profile=None)
         finally:
             factory.close()
     finally:
@@ -158,22 +201,68 @@ def handle(args: argparse.Namespace) -> int:
         paths = write_report(args.report, impl=args.impl, info=factory.info or {}, mode=args.mode, profile=profile,
                              result=result, strict=strict_result, out=out)
         say(f"report: {', '.join(paths)}")
+    if args.format == "json":
+        from ..fuzz._campaign import finding_summary
+        from ..fuzz._model import json_text
+
+        def doc(r: Any, where: Path) -> dict[str, Any]:
+            return {"ok": r.ok, "interrupted": r.interrupted, "seed": r.seed, "parameters": r.params,
+                    "findings": [finding_summary(f, where) for f in r.findings], "stats": r.stats,
+                    "coverage": r.coverage, "files": r.files}
+
+        body = {"format": "loopspec-fuzz-summary/1", "impl": args.impl, "implInfo": factory.info,
+                "profile": profile or "strict", **doc(result, out)}
+        if strict_result is not None:
+            body["strictComparison"] = doc(strict_result, out / "strict")
+        sys.stdout.write(json_text(body))
+        return EXIT_FOUND if not result.ok else EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+    print_summary(result, out, args, color)
+    if result.ok:
+        return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+    return EXIT_FOUND
+
+
+def campaign_status(c: Any, label: str) -> Status:
+    st = c.stats
+    ex = c.explorer
+    phase = ex.phase if ex is not None and ex.phase != "exploring" else ""
+    return Status(label=f"loopspec {label}", seconds=time.perf_counter() - c.started if c.started else 0.0,
+                  done=st.examples, total=c.max_examples, unit="examples", count=st.steps, count_unit="steps",
+                  findings=len(c.findings), finding="finding", phase=phase)
+
+
+def print_summary(result: Any, out: Any, args: argparse.Namespace, color: bool) -> None:
     st = result.stats
     head = (f"{st['examples']} examples, {st['steps']} steps, {st['executionsObserved']} executions in "
             f"{st['seconds']} s ({st['stepsPerSecond']} steps/s), seed {result.seed}")
+    if st.get("stoppedBy") == "time-budget":
+        head += f"; --time-budget reached after {st['examples']} of {args.max_examples} examples"
     if result.interrupted:
         head += "; INTERRUPTED (the findings so far are on disk; campaign.json says interrupted)"
     if result.ok:
         print(f"{paint('no divergence', '32', color)}: {head}")
-        return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
-    print(f"{paint(f'{len(result.findings)} divergence(s)', '31;1', color)}: {head}")
-    for f in result.findings:
-        v = f.verdict.violation
-        assert v is not None
-        rep = "" if f.reproduced is not False else " [did not reproduce in a fresh process: P7]"
-        print(f"  {v.rule} {v.kind}" + (f" ({v.invariant})" if v.invariant else "")
-              + f": {f.calls} call(s) in {len(f.steps)} step(s){rep} → {out / (f.rule + '.txt')}")
-        if not args.quiet:
-            print("    " + v.explanation.splitlines()[-1])
-    print(f"campaign: {out / 'campaign.json'}")
-    return EXIT_FOUND
+    else:
+        print(f"{paint(f'{len(result.findings)} divergence(s)', '31;1', color)}: {head}")
+        for f in result.findings:
+            v = f.verdict.violation
+            assert v is not None
+            rep = "" if f.reproduced is not False else " [did not reproduce in a fresh process: P7]"
+            print(f"  {v.rule} {v.kind}" + (f" ({v.invariant})" if v.invariant else "")
+                  + f": {f.calls} call(s) in {len(f.steps)} step(s){rep} → {out / (f.rule + '.txt')}")
+            if not args.quiet:
+                print("    " + v.explanation.splitlines()[-1])
+    if not args.quiet:
+        cov = result.coverage
+        reach = cov.get("reachable", [])
+        missing = cov.get("missing", [])
+        print(f"coverage: {len(reach) - len(missing)} of the {len(reach)} spec transitions reachable in "
+              f"{args.mode} mode were taken" + (f"; never: {', '.join(missing)}" if missing else " (all)")
+              + f"; not reachable through the protocol: {', '.join(cov.get('unreachable', {}))} "
+              f"→ {out / 'coverage.json'} (loopspec diagram --coverage)")
+        shares = cov.get("shares") or {}
+        if shares:
+            print("loop examples with: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
+    if not result.ok or not args.quiet:
+        print(f"campaign: {out / 'campaign.json'}")
+
+

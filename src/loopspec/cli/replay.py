@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from .._text import paint, use_color
-from ._common import EXIT_FOUND, EXIT_OK, UsageError
+from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_spec_option
 from .fuzz import add_impl_options, open_factory
 
 
@@ -21,12 +21,16 @@ def register(sub: Any) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("case", metavar="CASE.json", help="a case written by loopspec fuzz")
     add_impl_options(p)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_spec_option(p)
+    add_format_option(p, what="the replay's result",
+                      meanings={"json": "one JSON document on stdout: ok, the failing step, every step's verdict "
+                                        "and trace"})
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..fuzz._campaign import CaseError, load_case, replay_case
+    from ..fuzz._model import CaseError, load_case
+    from ..fuzz._reduce import replay_case
 
     try:
         case = load_case(args.case)

@@ -1,7 +1,9 @@
 """In-process adapters for real Python agent frameworks (optional extras).
 
-``loopspec fuzz --impl pydantic-ai`` (or ``openai-agents``, ``langgraph``) drives the framework's own
-tool-calling path with a scripted model and no network; ``--impl module:attr`` loads any
+``loopspec fuzz --impl pydantic-ai`` (or ``openai-agents``, ``langgraph``, ``smolagents``, ``llamaindex``,
+``autogen``) drives the framework's own tool-calling path with a scripted model and no network;
+``--impl 'NAME[setting=value,...]'`` runs it with other values of the settings its adapter declares
+(``SETTINGS``: the settings matrix of docs/frameworks.md); ``--impl module:attr`` loads any
 :class:`loopspec.fuzz.Executor` subclass (or factory) the same way. Each adapter module imports its
 framework only when it is used: ``pip install 'loopspec[pydantic-ai]'`` etc.
 """
@@ -20,13 +22,18 @@ FRAMEWORKS: Final = {
     "pydantic-ai": "loopspec.frameworks.pydantic_ai:PydanticAIExecutor",
     "openai-agents": "loopspec.frameworks.openai_agents:OpenAIAgentsExecutor",
     "langgraph": "loopspec.frameworks.langgraph:LangGraphExecutor",
+    "smolagents": "loopspec.frameworks.smolagents:SmolagentsExecutor",
+    "llamaindex": "loopspec.frameworks.llamaindex:LlamaIndexExecutor",
+    "autogen": "loopspec.frameworks.autogen:AutoGenExecutor",
 }
 
 #: --impl name -> the distribution that provides the framework (and the loopspec extra that installs it)
-PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents", "langgraph": "langgraph"}
+PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents", "langgraph": "langgraph",
+                   "smolagents": "smolagents", "llamaindex": "llama-index-core", "autogen": "autogen-agentchat"}
 
 #: --impl name -> the top-level module the framework's distribution installs
-MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph"}
+MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph",
+                  "smolagents": "smolagents", "llamaindex": "llama_index.core", "autogen": "autogen_agentchat"}
 
 
 def installed(name: str) -> bool:
@@ -69,6 +76,13 @@ def resolve(impl: str) -> Any | None:
     if entry is None and not _ENTRY.match(impl):
         return None
     module, _, attr = (entry or impl).partition(":")
+    if entry is None:  # a user's module: importable from the current directory, as `python -m pytest` does
+        import os
+        import sys
+
+        here = os.getcwd()
+        if here not in sys.path and "" not in sys.path:
+            sys.path.insert(0, here)
     try:
         obj: Any = importlib.import_module(module)
         for part in attr.split("."):

@@ -123,6 +123,9 @@ class Run:
     #: calls the framework's message parser set aside (by position in the proposals): they are not
     #: requests, so a request index counts the calls before it that were not dropped
     dropped: set[int] = field(default_factory=set)
+    #: round -> its request indices in the order the framework showed the model their answers (when that is
+    #: not request order, e.g. smolagents sorts a step's observations by call id)
+    shown_order: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -172,12 +175,18 @@ class Run:
 
     def round_results(self, round_: int) -> list[dict[str, Json]]:
         """The answers of one round, in request order (what the model is shown next, R18)."""
+        return [self.answers[i] for i in self._order(round_) if i in self.answers]
+
+    def _order(self, round_: int) -> list[int]:
         off = self.offsets[round_]
-        return [self.answers[i] for i in range(off, off + len(self.proposals[round_])) if i in self.answers]
+        return self.shown_order.get(round_) or list(range(off, off + len(self.proposals[round_])))
 
     def results(self, upto: int | None = None) -> list[dict[str, Json]]:
-        """Every answer the framework gave, in request order (a request it never answered has none)."""
-        return [self.answers[i] for i in range(self.requests if upto is None else upto) if i in self.answers]
+        """Every answer the framework gave, in request order or, within a round, the order it showed them
+        (a request it never answered has none)."""
+        end = self.requests if upto is None else upto
+        return [self.answers[i] for r in range(len(self.proposals)) for i in self._order(r)
+                if i < end and i in self.answers]
 
     def request_index(self, position: int) -> int:
         """The request index of the call at this position of the proposals (dropped calls are no requests)."""

@@ -32,7 +32,10 @@ from typing import Any
 
 from .._judge import TraceError, Verdict, Violation, judge
 from ._adapter import Executor, ImplFactory, ModelFailure, ReferenceExecutor, StartError, Target
-from ._campaign import Campaign, CampaignResult, Finding, ReplayResult, load_case, render_finding, replay_case
+from ._campaign import Campaign
+from ._model import CampaignResult, Finding, ReplayResult, load_case
+from ._reduce import replay_case
+from ._report import render_finding
 from ._rpc import ProtocolFailure
 
 __all__ = [
@@ -59,7 +62,7 @@ def fuzz(
     target: Target,
     *,
     mode: str = "batch",
-    max_examples: int = 100,
+    max_examples: int = 200,
     seed: int | None = None,
     out: str | Path | None = None,
     steps: int = 8,
@@ -69,16 +72,25 @@ def fuzz(
     cwd: str | None = None,
     shrink_seconds: float = 120.0,
     profile: str | None = None,
+    time_budget: float | None = None,
+    jobs: int = 1,
+    dask: str | None = None,
 ) -> CampaignResult:
     """Run one campaign against ``target`` (a command string/argv, an :class:`Executor` class or
     factory, or an object with ``handle(method, params, call)``). Raises :class:`StartError` or
-    :class:`ProtocolFailure` when the implementation cannot even be started."""
+    :class:`ProtocolFailure` when the implementation cannot even be started.
+
+    ``jobs``: that many worker processes, each with its own implementation (the target must then be
+    importable by reference: a command, or a class defined at a module's top level); ``dask``: the
+    address of a Dask scheduler whose workers run the shards. ``time_budget``: seconds after which
+    no new example starts."""
     factory = ImplFactory(target, timeout=timeout, cwd=cwd)
     try:
         factory.release(factory.open(mode))
         campaign = Campaign(factory, mode=mode, max_examples=max_examples, seed=seed, out=out, steps=steps,
                             max_calls=max_calls, isolation=isolation, shrink_seconds=shrink_seconds,
-                            profile=None if profile in (None, "strict") else profile)
+                            profile=None if profile in (None, "strict") else profile, time_budget=time_budget,
+                            jobs=jobs, dask=dask)
         return campaign.run()
     finally:
         factory.close()

@@ -25,9 +25,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from .. import _core as core
+from .._judge_loop import LOOP_RESULT_FIELDS
 from ._rpc import (
     INTERNAL,
     INVALID_PARAMS,
@@ -187,9 +188,51 @@ class ReferenceExecutor(Executor):
         return {"results": j["results"], "executed": j["executed"], "aborted": j["aborted"]}
 
     def loop_run(self, params: dict[str, Json], execute: ExecuteFn, model_next: ModelFn) -> dict[str, Json]:
-        from ._loop import reference_loop_run
-
         return reference_loop_run(self, params, execute, model_next)
+
+
+_LIMITS: Final = {"maxRounds": "max_rounds", "maxExecutions": "max_executions",
+                  "maxToolExecutions": "max_tool_executions", "maxRequests": "max_requests",
+                  "maxRetries": "max_retries", "deadline": "deadline"}
+
+
+def _limits(raw: Json) -> Any:
+    from .._core import Limits
+
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - set(_LIMITS):
+        raise RpcError(INVALID_PARAMS, f"limits must be an object with keys among {sorted(_LIMITS)}")
+    try:
+        return Limits(**{_LIMITS[k]: v for k, v in raw.items() if v is not None})
+    except (ValueError, TypeError) as exc:
+        raise RpcError(INVALID_PARAMS, str(exc)) from None
+
+
+def outcome_to_result(outcome: Any) -> dict[str, Json]:
+    """A loop.run result from an engine RunOutcome (the fields of LOOP_RESULT_FIELDS)."""
+    j = outcome.to_json()
+    values = {**j, "rounds": j["counters"]["modelRequests"]}
+    return {k: values[k] for k in LOOP_RESULT_FIELDS}
+
+
+def reference_loop_run(executor: ReferenceExecutor, params: dict[str, Json], execute: ExecuteFn,
+                       model_next: ModelFn) -> dict[str, Json]:
+    from .._engine import run_loop
+
+    tools = executor._tools(params.get("tools"), execute)
+
+    def model(turn: Any) -> Json:
+        return model_next(turn.round, list(turn.results))
+
+    try:
+        out = run_loop(model, tools=tools, limits=_limits(params.get("limits")), mode=params.get("mode"),
+                       on_limit=params.get("onLimit"), principal=params.get("principal", "anonymous"))
+    except (ValueError, TypeError) as exc:
+        raise RpcError(INVALID_PARAMS, str(exc)) from None
+    return outcome_to_result(out)
+
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -538,6 +581,10 @@ class ImplFactory:
         if self.label is not None:
             return self.label
         t = self.target
+        cls = t if isinstance(t, type) or (callable(t) and hasattr(t, "__qualname__")) else type(t)
+        module, name = getattr(cls, "__module__", None), getattr(cls, "__qualname__", "")
+        if module and module != "__main__" and "<" not in name:
+            return f"{module}:{name}"  # --impl module:attr reruns it (loopspec replay, the CLI)
         return f"in-process {getattr(t, '__name__', type(t).__name__)}"
 
     def _spawn(self) -> subprocess.Popen[bytes]:

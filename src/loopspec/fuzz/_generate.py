@@ -1,356 +1,572 @@
-"""Hypothesis strategies for the fuzzer: configurations, batches and tool scripts.
+"""The fast seeded generator: examples of steps, each with what the strict spec expects of it.
 
-Small pools make the interesting cases frequent: ids come from three names, so replays and
-conflicts happen all the time; every call is generated with an explicit *relation* to the
-calls before it (fresh, replay — sometimes with keys reordered or ``1`` written ``1.0`` —, same
-content under another id, conflict, unknown tool, invalid arguments, malformed); budgets are
-tiny; tool scripts make executions fail with every failure category.
+Exploration does not go through Hypothesis step by step (its stateful engine alone costs more per
+step than a round trip to the implementation). :class:`Generator` draws the same step data from a
+seeded :class:`random.Random` — example ``i`` of a campaign from its own stream, so a campaign is the
+same whatever ``PYTHONHASHSEED`` is — with:
 
-Each call is drawn as a *plan*: a fixed tuple of small integers and booleans that does not depend
-on the calls around it. :func:`resolve_calls` turns a list of plans into calls against a
-configuration (a plan's "earlier call" is picked modulo the calls that exist). So a batch is a
-plain ``st.lists`` of plans, and Hypothesis can delete any call while shrinking; everything shrinks
-towards an empty batch of well-formed fresh calls with a lenient schema. All strategies are built
-once, at import: building a strategy costs more than drawing from it.
+* **swarm testing**: per example, a random subset of features (the id pool size, which call
+  relations occur, failures on or off, tiny/small/large budgets, strict or lenient schemas, the
+  mode; in loop mode the rounds, which limits are set, retries, model errors, odd replies);
+* **coverage guidance**: every step is run through the reference driver as it is generated
+  (:func:`predict`, the expected executions and answer of a correct implementation), so the
+  generator knows which spec transitions each example takes before it is sent; about a third of
+  the examples then aim at the reachable transition hit least so far.
+
+The prediction doubles as the fast path of judging: a trace that is exactly the predicted one is
+correct without running the judge (:func:`matches`); anything else goes to the judge.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from itertools import combinations
+import random
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
-from hypothesis import strategies as st
+from .. import _core as core
+from .._core import CODE_TABLE, Outcome, RunState
+from .._judge import CANARY_PREFIX, parse_batch_config, wire_answer
+from .._judge_loop import LOOP_RESULT_FIELDS, _reply_value, parse_loop_config
+from ._coverage import REACHABLE, path
+from ._vocab import (
+    MALFORMED,
+    PRINCIPALS,
+    PROPS,
+    RAW_REPLIES,
+    RELATIONS,
+    SCHEMA_POOL,
+    TOOL_POOL,
+    UNKNOWN_TOOLS,
+    CallPlan,
+    _unpack_args,
+    build_config,
+    resolve_call,
+    script_entry,
+)
+from ._vocab import OUTPUT_POOL as _OUTPUTS
 
-from .._core import FAILURE_CATEGORIES, blank
-
-__all__ = [
-    "ID_POOL",
-    "RELATIONS",
-    "SCHEMA_POOL",
-    "TOOL_POOL",
-    "batch_configs",
-    "batch_steps",
-    "call_lists",
-    "call_plans",
-    "equivalent_rewrite",
-    "json_values",
-    "resolve_calls",
-    "schemas",
-    "scripts",
-]
+__all__ = ["Generator", "Planned", "Prediction", "loop_features", "matches", "predict"]
 
 Json = Any
 
-TOOL_POOL: Final = ("lookup", "search", "write")
-UNKNOWN_TOOLS: Final = ("shell", "Lookup", "", "sql", "lookup ")
-ID_POOL: Final = ("c1", "c2", "c3")
-PRINCIPALS: Final = ("alice", "bob")
-#: property name -> type; "principal" and "user" are ordinary arguments that look like identity (R16)
-PROPS: Final = {"q": "string", "n": "integer", "flag": "boolean", "principal": "string", "user": "string"}
-VALUES: Final = {
-    "string": ("a", "b", "", "é", "x y", "bob", "💥", 'q"\\'),
-    "integer": (0, 1, -1, 7, 2, 1.0, 2**31),  # 1.0 is an integer too (R4)
-    "boolean": (False, True),
-}
-WRONG: Final = {
-    "string": (1, None, ["a"], True),
-    "integer": (1.5, "1", True, None),
-    "boolean": (0, "true", None),
-}
-EXTRA_KEYS: Final = ("extra", "principal", "user", "tenant")
-EXTRA_VALUES: Final = ("mallory", 1, None, True)
-RELATIONS: Final = ("fresh", "replay", "same-content", "conflict", "unknown-tool", "invalid-arguments", "malformed")
-#: Odd call shapes. All are malformed (R2) except the last two, whose ids look blank or padded but
-#: are valid: R2's blank means Unicode White_Space only, and ids are compared exactly.
-MALFORMED: Final = (
-    "missing-id", "numeric-id", "blank-id", "empty-id", "numeric-name", "arguments-string",
-    "arguments-list", "missing-arguments", "not-an-object", "null", "null-arguments", "unicode-blank-id",
-    "separator-id", "padded-id",
-)
+_FAILS: Final = ("DEPENDENCY_TEMPORARY", "NOT_FOUND_OR_NOT_ACCESSIBLE", "INTERNAL_ERROR")
+_LENIENT: Final = 0  # SCHEMA_POOL[0] accepts every object
+_STRICT_SCHEMAS: Final = tuple(i for i, s in enumerate(SCHEMA_POOL) if s.get("required")
+                               or s.get("additionalProperties") is False)
 
 # --------------------------------------------------------------------------------------------
-# JSON values (tool outputs)
-# --------------------------------------------------------------------------------------------
-
-json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**31), 2**31), st.sampled_from((0.5, -1.25, 1e-7, 3.0, 2.5e10)),
-    st.text(max_size=6),
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-    max_leaves=6,
-)
-
-# --------------------------------------------------------------------------------------------
-# Schemas
+# Prediction: what a correct implementation does with a step
 # --------------------------------------------------------------------------------------------
 
 
-def _schema_pool() -> tuple[dict[str, Json], ...]:
-    """Every schema over up to three properties of the pool: each property optional or required,
-    additional properties allowed or not. The lenient empty schema comes first (shrinking target)."""
-    pool: list[dict[str, Json]] = []
-    for k in range(0, 4):
-        for names in combinations(tuple(PROPS), k):
-            for mask in range(2**k):
-                required = [n for i, n in enumerate(names) if mask >> i & 1]
-                for strict in (False, True):
-                    sch: dict[str, Json] = {"type": "object", "properties": {n: {"type": PROPS[n]} for n in names}}
-                    if required:
-                        sch["required"] = required
-                    if strict:
-                        sch["additionalProperties"] = False
-                    pool.append(sch)
-    return tuple(pool)
+@dataclass(slots=True)
+class Prediction:
+    """The strict spec's run of a step, fed the outcomes its tool script gives."""
+
+    executions: list[tuple[Json, Json, Json, Json]]  # (callId, name, arguments, principal) per attempt
+    response: dict[str, Json]  # the batch.run / loop.run result
+    models: list[tuple[int, list[dict[str, Json]]]]  # loop: (round, results shown) per model.next
+    transitions: list[str]
+    codes: list[str]  # the answers' codes ("ok", "ok (replay)" or the error code), the aborting one too
+    stop: str | None
+    state: RunState | None = None  # the driver's final state (not sent between processes)
 
 
-SCHEMA_POOL: Final = _schema_pool()
-_schemas = st.integers(0, len(SCHEMA_POOL) - 1).map(SCHEMA_POOL.__getitem__)  # small repr, unlike sampled_from
-
-
-def schemas() -> st.SearchStrategy[dict[str, Json]]:
-    """An input schema in the flat subset of R4 over a small property pool (one draw)."""
-    return _schemas
-
-
-# --------------------------------------------------------------------------------------------
-# Call plans and their resolution
-# --------------------------------------------------------------------------------------------
-
-ArgPlan = tuple[tuple[bool, ...], tuple[int, ...], int, int, int, int, int]
-CallPlan = tuple[int, int, int, int, int, int, int, ArgPlan]
-
-_small = st.integers(0, 7)
-
-
-def _bits(value: int, shift: int, width: int) -> int:
-    return (value >> shift) & ((1 << width) - 1)
-
-
-def _unpack_args(parts: tuple[int, int, int]) -> ArgPlan:
-    """Arguments plan from three integers (few draws are much faster to generate than many):
-    a presence mask, five 3-bit value indices, and the rest packed with the noisiest parts (the extra
-    key) in the high bits, which shrinking clears first."""
-    mask, values, misc = parts
-    present = tuple(bool(mask >> i & 1) for i in range(len(PROPS)))
-    vals = tuple(_bits(values, 3 * i, 3) for i in range(len(PROPS)))
-    wrong, pick, way, extra_value, extra = (_bits(misc, 0, 2), _bits(misc, 2, 3), _bits(misc, 5, 2),
-                                            _bits(misc, 7, 2), _bits(misc, 9, 4))
-    return present, vals, extra, extra_value, way, pick, wrong
-
-
-def _unpack_call(parts: tuple[int, int, int, int, ArgPlan]) -> CallPlan:
-    rel, cid, tool, misc, args = parts
-    return rel, cid, tool, _bits(misc, 0, 3), _bits(misc, 3, 2), _bits(misc, 5, 3) % len(UNKNOWN_TOOLS), \
-        _bits(misc, 8, 4) % len(MALFORMED), args
-
-
-#: (present[5], value[5], extra 0..15 (1..4: an extra key), extra value, invalid way, pick, wrong value)
-_arg_plans = st.tuples(
-    st.integers(0, 2 ** len(PROPS) - 1), st.integers(0, 2 ** (3 * len(PROPS)) - 1), st.integers(0, 2**13 - 1),
-).map(_unpack_args)
-#: (relation, id, tool, earlier-call ref, rewrite, unknown name, malformed way, arguments plan)
-_call_plans = st.tuples(
-    st.integers(0, len(RELATIONS) - 1), st.integers(0, len(ID_POOL) - 1), st.integers(0, len(TOOL_POOL) - 1),
-    st.integers(0, 2**12 - 1), _arg_plans,
-).map(_unpack_call)
-
-
-def call_plans(max_calls: int = 6) -> st.SearchStrategy[list[CallPlan]]:
-    return st.lists(_call_plans, max_size=max_calls)
-
-
-def valid_arguments(schema: Mapping[str, Json], plan: ArgPlan) -> dict[str, Json]:
-    present, values, extra, extra_value, _, _, _ = plan
-    props: dict[str, Json] = schema.get("properties", {})
-    required = set(schema.get("required", []))
-    out: dict[str, Json] = {}
-    for i, name in enumerate(PROPS):
-        if name in props and (name in required or present[i]):
-            pool = VALUES[props[name]["type"]]
-            out[name] = pool[values[i] % len(pool)]
-    if schema.get("additionalProperties", True) and 1 <= extra <= len(EXTRA_KEYS):
-        key = EXTRA_KEYS[extra - 1]
-        if key not in props:
-            out[key] = EXTRA_VALUES[extra_value % len(EXTRA_VALUES)]
+def _codes(s: RunState) -> list[str]:
+    out = [a.code or ("ok (replay)" if a.replayed else "ok") for a in s.answers]
+    if s.aborted_answer is not None and s.aborted_answer.code:
+        out.append(s.aborted_answer.code)
     return out
 
 
-def invalid_arguments(schema: Mapping[str, Json], plan: ArgPlan) -> dict[str, Json] | None:
-    """Arguments that fail ``schema`` (R4), or None when the schema accepts every object."""
-    props: dict[str, Json] = schema.get("properties", {})
-    required = list(schema.get("required", []))
-    ways = []
-    if required:
-        ways.append("missing")
-    if props:
-        ways.append("type")
-    if not schema.get("additionalProperties", True):
-        ways.append("extra")
-    if not ways:
-        return None
-    _, _, _, _, way_i, pick, wrong = plan
-    way = ways[way_i % len(ways)]
-    args = valid_arguments(schema, plan)
-    if way == "missing":
-        args.pop(required[pick % len(required)], None)
-    elif way == "type":
-        name = sorted(props)[pick % len(props)]
-        pool = WRONG[props[name]["type"]]
-        args[name] = pool[wrong % len(pool)]
-    else:
-        args["unexpected"] = 1
-    return args
+def _outcome_for(script: Sequence[Mapping[str, Json]], execs: list[Any], principal: str
+                 ) -> Callable[[RunState, core.Execution], Outcome]:
+    def outcome_for(st: RunState, ex: core.Execution) -> Outcome:
+        k = len(execs) + 1
+        if k <= len(script):
+            entry = script[k - 1]
+            out = Outcome.failure(entry["fail"]) if "fail" in entry else Outcome.success(entry.get("value"))
+        else:
+            out = Outcome.success({"tool": ex.tool, "execution": k})
+        r = st.requests[ex.request]
+        execs.append((r.call_id, r.name, r.arguments, principal))
+        return out
+
+    return outcome_for
 
 
-def equivalent_rewrite(args: Mapping[str, Json], how: int) -> dict[str, Json]:
-    """The same canonical content written differently: keys reversed, integers as floats."""
-    items = list(args.items())
-    if how in (1, 3):
-        items.reverse()
-    if how in (2, 3):
-        items = [(k, float(v) if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**53 else v)
-                 for k, v in items]
-    return dict(items)
+_POOL_INDEX: Final = {id(sch): i for i, sch in enumerate(SCHEMA_POOL)}
+_SCHEMAS: dict[tuple[tuple[str, int], ...], dict[str, core.ToolSchema]] = {}
 
 
-def malformed(call: Mapping[str, Json], how: str) -> Json:
-    c = dict(call)
-    if how == "missing-id":
-        c.pop("id", None)
-    elif how == "numeric-id":
-        c["id"] = 7
-    elif how == "blank-id":
-        c["id"] = "  "
-    elif how == "empty-id":
-        c["id"] = ""
-    elif how == "numeric-name":
-        c["name"] = 5
-    elif how == "arguments-string":
-        c["arguments"] = json.dumps(c.get("arguments", {}))
-    elif how == "arguments-list":
-        c["arguments"] = [1]
-    elif how == "missing-arguments":
-        c.pop("arguments", None)
-    elif how == "not-an-object":
-        return "lookup(q='a')"
-    elif how == "null-arguments":
-        c["arguments"] = None
-    elif how == "unicode-blank-id":
-        c["id"] = "\u00a0\u2003"  # White_Space only: blank, so malformed
-    elif how == "separator-id":
-        c["id"] = "\x1c"  # not White_Space (though str.isspace() says so): a valid id
-    elif how == "padded-id":
-        c["id"] = f" {c.get('id')} "  # valid, and distinct from the unpadded id
-    else:
-        return None
-    return c
+def _pool_schemas(tools: Sequence[Mapping[str, Json]]) -> dict[str, core.ToolSchema] | None:
+    """The parsed schemas of tools whose input schemas are members of SCHEMA_POOL (cached), else None."""
+    key = []
+    for t in tools:
+        sch = t.get("inputSchema")
+        i = _POOL_INDEX.get(id(sch))
+        if i is None or SCHEMA_POOL[i] is not sch or not isinstance(t.get("name"), str):
+            return None
+        key.append((t["name"], i))
+    k = tuple(key)
+    got = _SCHEMAS.get(k)
+    if got is None:
+        if len({n for n, _ in k}) != len(k):
+            return None
+        got = _SCHEMAS[k] = {n: core.parse_schema(SCHEMA_POOL[i], tool=n) for n, i in k}
+    return got
 
 
-def _well_formed(c: Json) -> bool:
-    return (isinstance(c, dict) and isinstance(c.get("id"), str) and not blank(c["id"])
-            and isinstance(c.get("name"), str) and isinstance(c.get("arguments"), dict))
+def _batch_config(raw: Mapping[str, Json]) -> core.RunConfig:
+    schemas = _pool_schemas(raw["tools"])
+    b = raw.get("budget")
+    if schemas is None or not (b.__class__ is int and b >= 0) or raw.get("mode") not in core.MODES \
+            or not isinstance(raw.get("principal"), str):
+        return parse_batch_config(raw).run_config()
+    return core.RunConfig(schemas=schemas, limits=core.Limits(max_executions=b), mode=raw["mode"],
+                          on_limit="throw" if raw["mode"] == "abort" else "error-result", principal=raw["principal"],
+                          run_id="expected", batch=True)
 
 
-def resolve_call(plan: CallPlan, earlier: Sequence[Json], tools: Sequence[Mapping[str, Json]]) -> Json:
-    """The call a plan stands for, given the calls before it and the configured tools."""
-    rel_i, id_i, tool_i, ref, how, unknown_i, mal_i, args_plan = plan
-    relation = RELATIONS[rel_i]
-    schema_of = {t["name"]: t["inputSchema"] for t in tools}
-    names = [t["name"] for t in tools]
-    cid = ID_POOL[id_i]
-    name = names[tool_i % len(names)]
-    bases = [c for c in earlier if _well_formed(c)]
-    if relation in ("replay", "same-content", "conflict") and bases:
-        base = bases[ref % len(bases)]
-        if relation == "replay":
-            return {"id": base["id"], "name": base["name"], "arguments": equivalent_rewrite(base["arguments"], how)}
-        if relation == "same-content":
-            others = [i for i in ID_POOL if i != base["id"]]
-            return {"id": others[id_i % len(others)], "name": base["name"], "arguments": dict(base["arguments"])}
-        args = valid_arguments(schema_of[name], args_plan)
-        if name == base["name"] and args == base["arguments"]:
-            args = {**args, "extra": ref} if schema_of[name].get("additionalProperties", True) else args
-        return {"id": base["id"], "name": name, "arguments": args}
-    if relation == "unknown-tool":
-        bad = UNKNOWN_TOOLS[unknown_i]
-        if bad not in schema_of:
-            return {"id": cid, "name": bad, "arguments": {}}
-    if relation == "invalid-arguments":
-        args = invalid_arguments(schema_of[name], args_plan)
-        if args is not None:
-            return {"id": cid, "name": name, "arguments": args}
-    call = {"id": cid, "name": name, "arguments": valid_arguments(schema_of[name], args_plan)}
-    if relation == "malformed":
-        return malformed(call, MALFORMED[mal_i])
-    return call
+def predict(step: Mapping[str, Json]) -> Prediction:
+    """Run ``step`` through the reference driver (the strict spec), as the harness would feed it."""
+    script = step.get("script", [])
+    execs: list[Any] = []
+    if step.get("kind", "batch") == "batch":
+        rc = _batch_config(step["config"])
+        s = RunState(rc)
+        calls = list(step["calls"])
+        core.drive(s, lambda st: calls, _outcome_for(script, execs, rc.principal))
+        response = {"results": [wire_answer(a) for a in s.answers], "executed": s.executed,
+                    "aborted": None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]}}
+        return Prediction(execs, response, [], path(s), _codes(s), s.stop_reason, s)
+    lcfg = parse_loop_config(step["config"])
+    s = RunState(lcfg.run_config())
+    replies = iter(step.get("model", []))
+    models: list[tuple[int, list[dict[str, Json]]]] = []
+
+    def model(st: RunState) -> Json:
+        shown = [wire_answer(a) for a in st.answers if a.round == st.round] if st.round else []
+        models.append((st.round + 1, shown))
+        reply = next(replies, None)
+        return _reply_value(reply if reply is not None else {"final": "done"})
+
+    core.drive(s, model, _outcome_for(script, execs, lcfg.principal))
+    values = {"status": s.status, "stopReason": s.stop_reason, "coverage": s.coverage, "executed": s.executed,
+              "aborted": None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]},
+              "final": s.final if s.stop_reason == "FINAL_ANSWER" else None,
+              "results": [wire_answer(a) for a in s.answers], "rounds": s.model_requests}
+    return Prediction(execs, {k: values[k] for k in LOOP_RESULT_FIELDS}, models, path(s), _codes(s), s.stop_reason, s)
+
+# --------------------------------------------------------------------------------------------
+# The fast path of judging
+# --------------------------------------------------------------------------------------------
 
 
-def resolve_calls(plans: Sequence[CallPlan], tools: Sequence[Mapping[str, Json]]) -> list[Json]:
-    calls: list[Json] = []
-    for plan in plans:
-        calls.append(resolve_call(plan, calls, tools))
-    return calls
+def same(a: Json, b: Json) -> bool:
+    """Equal as JSON values *and* as types (``true`` is not ``1``, ``1.0`` is not ``1``)."""
+    if a.__class__ is not b.__class__:
+        return False
+    if a.__class__ is dict:
+        return a.keys() == b.keys() and all(same(v, b[k]) for k, v in a.items())
+    if a.__class__ is list:
+        return len(a) == len(b) and all(map(same, a, b))
+    return bool(a == b)
 
 
-def call_lists(tools: Sequence[Mapping[str, Json]], max_calls: int = 6) -> st.SearchStrategy[list[Json]]:
-    """A proposal of up to ``max_calls`` calls, each related to the ones before it."""
-    return call_plans(max_calls).map(lambda plans: resolve_calls(plans, tools))
+def _answer_ok(o: Json, e: Mapping[str, Json]) -> bool:
+    if o.__class__ is not dict:
+        return False
+    if e["status"] == "ok":
+        return o.keys() == e.keys() and same(o, e)
+    code = e["code"]
+    if o.get("status") != "error" or o.get("code") != code or not same(o.get("id"), e["id"]):
+        return False
+    for k, v in o.items():
+        if k in ("id", "status", "code"):
+            continue
+        if k == "message":
+            if v != CODE_TABLE[code][3]:
+                return False
+        elif k == "next_action":
+            if v != CODE_TABLE[code][1]:
+                return False
+        elif k == "request_id":
+            if v.__class__ is not str or CANARY_PREFIX in v:
+                return False
+        else:
+            return False
+    return True
+
+
+def _results_ok(got: Json, want: Sequence[Mapping[str, Json]]) -> bool:
+    return got.__class__ is list and len(got) == len(want) and all(map(_answer_ok, got, want))
+
+
+def matches(trace: Mapping[str, Json], p: Prediction) -> bool:
+    """Is ``trace`` exactly what the spec predicts (so the judge would find nothing)? False means
+    "not sure": the judge decides."""
+    events = trace["events"]
+    if not events or events[-1].get("type") != "response":
+        return False
+    execs = p.executions
+    models = p.models
+    k = m = 0
+    for ev in events[:-1]:
+        t = ev["type"]
+        if t == "execute":
+            if k >= len(execs):
+                return False
+            cid, name, args, principal = execs[k]
+            if not (same(ev["callId"], cid) and same(ev["name"], name) and same(ev["principal"], principal)
+                    and same(ev["arguments"], args)):
+                return False
+            k += 1
+        elif t == "model":
+            if m >= len(models) or "extra" in ev:
+                return False
+            rnd, shown = models[m]
+            if not same(ev["round"], rnd) or not _results_ok(ev["results"], shown):
+                return False
+            m += 1
+        else:
+            return False
+    if k != len(execs) or m != len(models):
+        return False
+    result = events[-1]["result"]
+    want = p.response
+    if result.__class__ is not dict or result.keys() != want.keys():
+        return False
+    for key, v in want.items():
+        if key == "results":
+            if not _results_ok(result[key], v):
+                return False
+        elif not same(result[key], v):
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------
-# Configurations, scripts, steps
+# Loop-mode features of an example (the shares the campaign prints)
 # --------------------------------------------------------------------------------------------
 
-_config_plans = st.tuples(
-    st.integers(1, len(TOOL_POOL)), _schemas, _schemas, _schemas, st.integers(0, 4),
-    st.sampled_from(("continue", "abort")), st.sampled_from(PRINCIPALS),
-)
+
+def loop_features(s: RunState) -> set[str]:
+    """What a loop run exercised across rounds: a replay or a conflict of an id bound in an earlier
+    round, a failed execution followed by another execution of the same id (R10), a retry (R23),
+    a limit hit in the middle of a proposal."""
+    out: set[str] = set()
+    rounds = {r.index: r.round for r in s.requests}
+    answers = {a.index: a for a in s.answers}
+    if s.aborted_answer is not None:
+        answers[s.aborted_answer.index] = s.aborted_answer
+    failed_ids: set[str] = set()
+    first_in_round: dict[int, int] = {}
+    for r in s.requests:
+        first_in_round.setdefault(r.round, r.index)
+    for r in s.requests:
+        a = answers.get(r.index)
+        if a is None:
+            continue
+        cid = r.call_id if isinstance(r.call_id, str) else None
+        b = s.bindings.get(cid) if cid is not None else None
+        earlier = b is not None and b.bound_at < r.index and rounds.get(b.bound_at, r.round) < r.round
+        if a.replayed and earlier:
+            out.add("cross-round replay")
+        if a.code == "ID_CONFLICT" and earlier:
+            out.add("cross-round conflict")
+        if a.executed and cid in failed_ids:
+            out.add("failure then same id again")
+        if a.executed and a.status == "error" and cid is not None:
+            failed_ids.add(cid)
+        if a.code is not None and core.code_kind(a.code) == "limit" and r.index > first_in_round[r.round]:
+            out.add("limit mid-proposal")
+    if any(e.attempts > 1 for e in s.executions):
+        out.add("retry (maxRetries)")
+    return out
 
 
-def build_config(plan: tuple[int, dict[str, Json], dict[str, Json], dict[str, Json], int, str, str]) -> dict[str, Json]:
-    k, s1, s2, s3, budget, mode, principal = plan
-    tools = [{"name": name, "inputSchema": sch} for name, sch in zip(TOOL_POOL[:k], (s1, s2, s3), strict=False)]
-    return {"tools": tools, "budget": budget, "mode": mode, "principal": principal}
+# --------------------------------------------------------------------------------------------
+# The generator
+# --------------------------------------------------------------------------------------------
 
 
-def batch_configs() -> st.SearchStrategy[dict[str, Json]]:
-    return _config_plans.map(build_config)
+@dataclass(slots=True)
+class Planned:
+    """A generated step and its prediction (None when the step cannot be predicted: a profile's
+    framework normalized it into something the strict judge refuses)."""
+
+    step: dict[str, Json]
+    prediction: Prediction | None
 
 
-#: Tool outputs worth sending through an implementation: unicode, escapes, nesting, numbers that a
-#: careless JSON layer changes (1.0 vs 1, big integers, tiny floats), empty containers, null.
-OUTPUT_POOL: Final = (
-    "ok", 0, 1.0, -1.25, 1e-7, 2.5e10, 2**53 + 1, True, None, "", "é💥\u2028\u0000\"\\</x>", [], {},
-    [1, "a", None, [True]], {"b": 1, "a": {"é": [0.5]}}, {"tool": "lookup", "execution": 1}, "x" * 300,
-)
-_FAIL_SLOTS: Final = 3 * len(FAILURE_CATEGORIES)  # about a third of the scripted executions fail
-script_entries = st.integers(0, len(OUTPUT_POOL) + _FAIL_SLOTS - 1).map(
-    lambda i: {"value": OUTPUT_POOL[i]} if i < len(OUTPUT_POOL)
-    else {"fail": FAILURE_CATEGORIES[(i - len(OUTPUT_POOL)) % len(FAILURE_CATEGORIES)]}
-)
-_scripts = st.lists(script_entries, max_size=4)
+@dataclass
+class _Swarm:
+    """One example's features."""
+
+    ids: int
+    relations: tuple[int, ...]
+    failures: bool
+    budgets: tuple[int, int]
+    tools: int
+    strict: bool
+    modes: tuple[str, ...]
+    max_calls: int
+    rounds: int = 1
+    limits: frozenset[str] = frozenset()
+    retries: int = 0
+    tool_limits: bool = False
+    model_odd: bool = False
+    deadline_zero: bool = False
+    policy: tuple[str, ...] = ("throw", "error-result")
+    target: str | None = None
 
 
-def scripts(max_size: int = 4) -> st.SearchStrategy[list[dict[str, Json]]]:
-    """Tool behaviour by execution ordinal: a value or a failure category (see _harness)."""
-    return _scripts if max_size == 4 else st.lists(script_entries, max_size=max_size)
+#: feature nudges that make a transition likely (coverage guidance)
+def _nudge(sw: _Swarm, target: str) -> None:
+    rel = set(sw.relations)
+    if target in ("T09",):
+        rel.add(RELATIONS.index("malformed"))
+    elif target == "T10":
+        rel.add(RELATIONS.index("unknown-tool"))
+    elif target == "T11":
+        rel.add(RELATIONS.index("invalid-arguments"))
+        sw.strict = True
+    elif target == "T12":
+        rel.add(RELATIONS.index("conflict"))
+    elif target == "T13":
+        rel.add(RELATIONS.index("replay"))
+    elif target == "T15":
+        rel.add(RELATIONS.index("replay"))
+        sw.failures = True
+        sw.budgets = (3, 6)
+    elif target in ("T18", "T26"):
+        sw.budgets = (0, 1)
+        sw.limits = sw.limits | {"maxExecutions"}
+    elif target in ("T23", "T25"):
+        sw.failures = True
+    elif target == "T24":
+        sw.modes = ("abort",)
+        rel.add(RELATIONS.index("malformed"))
+    elif target == "T22":
+        sw.failures = True
+        sw.retries = 2
+    elif target == "T19":
+        sw.tool_limits = True
+    elif target == "T08":
+        sw.limits = sw.limits | {"maxRequests"}
+    elif target == "T02":
+        sw.limits = sw.limits | {"maxRounds"}
+        sw.rounds = 4
+    elif target in ("T05", "T06"):
+        sw.model_odd = True
+    elif target == "T01":
+        sw.deadline_zero = True
+    sw.relations = tuple(sorted(rel))
+    sw.target = target
 
 
-def _build_step(parts: tuple[Any, list[CallPlan], list[dict[str, Json]]]) -> dict[str, Json]:
-    cfg_plan, plans, script = parts
-    cfg = build_config(cfg_plan)
-    return {"kind": "batch", "config": cfg, "calls": resolve_calls(plans, cfg["tools"]), "script": script}
+class Generator:
+    """Examples of ``steps`` steps, example ``i`` from its own seeded stream (plus the coverage seen
+    so far, when ``guided``)."""
+
+    def __init__(self, mode: str, *, seed: int, steps: int = 8, max_calls: int = 6,
+                 normalize: Callable[[dict[str, Json]], dict[str, Json]] | None = None,
+                 guided: bool = True) -> None:
+        if mode not in ("batch", "loop"):
+            raise ValueError(f"mode must be batch or loop, got {mode!r}")
+        self.mode, self.seed, self.steps, self.max_calls = mode, seed, steps, max_calls
+        self.normalize = normalize
+        self.guided = guided
+        self.hits: Counter[str] = Counter()
+        self.reachable = REACHABLE[mode]
+
+    def rng(self, i: int) -> random.Random:
+        return random.Random(self.seed * 1_000_003 + i * 7_919 + (1 if self.mode == "loop" else 0))
+
+    def swarm(self, r: random.Random) -> _Swarm:
+        rel = tuple(sorted({0} | {i for i in range(1, len(RELATIONS)) if r.random() < 0.55}))
+        lo = r.choice((0, 0, 1, 2, 5))
+        sw = _Swarm(
+            ids=r.choice((1, 2, 3, 3)), relations=rel, failures=r.random() < 0.6,
+            budgets=(lo, lo + r.choice((0, 1, 2, 3))), tools=r.randint(1, len(TOOL_POOL)),
+            strict=r.random() < 0.5, modes=r.choice((("abort",), ("continue",), ("abort", "continue"))),
+            max_calls=r.randint(1, self.max_calls),
+        )
+        if self.mode == "loop":
+            sw.rounds = r.randint(1, 4)
+            sw.limits = frozenset(k for k in ("maxRounds", "maxExecutions", "maxToolExecutions", "maxRequests")
+                                  if r.random() < 0.3)
+            sw.retries = r.choice((0, 0, 1, 2))
+            sw.tool_limits = r.random() < 0.25
+            sw.model_odd = r.random() < 0.3
+            sw.deadline_zero = r.random() < 0.02
+            sw.policy = r.choice((("throw",), ("error-result",), ("throw", "error-result")))
+        if self.guided and r.random() < 0.35:
+            missing = sorted(self.reachable, key=lambda t: (self.hits.get(t, 0), t))
+            _nudge(sw, missing[0] if self.hits.get(missing[0], 0) < 8 else r.choice(missing[:4]))
+        return sw
+
+    # -- drawing -----------------------------------------------------------------------------
+    def _call_plan(self, r: random.Random, sw: _Swarm, tools: int) -> CallPlan:
+        bits = r.getrandbits
+        args = _unpack_args((bits(len(PROPS)), bits(3 * len(PROPS)), bits(13)))
+        return (r.choice(sw.relations), r.randrange(sw.ids), r.randrange(tools), bits(12) & 7, bits(2),
+                r.randrange(len(UNKNOWN_TOOLS)), r.randrange(len(MALFORMED)), args)
+
+    def _config(self, r: random.Random, sw: _Swarm) -> dict[str, Json]:
+        def schema() -> dict[str, Json]:
+            return SCHEMA_POOL[r.choice(_STRICT_SCHEMAS) if sw.strict and r.random() < 0.7
+                               else (_LENIENT if r.random() < 0.3 else r.randrange(len(SCHEMA_POOL)))]
+
+        plan = (sw.tools, schema(), schema(), schema(), r.randint(*sw.budgets), r.choice(sw.modes),
+                r.choice(PRINCIPALS))
+        return build_config(plan)
+
+    def _script(self, r: random.Random, sw: _Swarm, n: int) -> list[dict[str, Json]]:
+        out = []
+        for _ in range(n):
+            if sw.failures and r.random() < (0.6 if sw.retries else 0.4):
+                cat = "DEPENDENCY_TEMPORARY" if sw.retries and r.random() < 0.6 else r.choice(_FAILS)
+                out.append({"fail": cat})
+            else:
+                out.append(script_entry(r.randrange(len(_OUTPUTS))))
+        return out
+
+    def _calls(self, r: random.Random, sw: _Swarm, tools: list[dict[str, Json]], earlier: list[Json],
+               n: int) -> list[Json]:
+        calls = []
+        for _ in range(n):
+            c = resolve_call(self._call_plan(r, sw, len(tools)), earlier, tools)
+            calls.append(c)
+            earlier.append(c)
+        return calls
+
+    def batch_step(self, r: random.Random, sw: _Swarm) -> dict[str, Json]:
+        cfg = self._config(r, sw)
+        n = r.randint(0, sw.max_calls)
+        calls = self._calls(r, sw, cfg["tools"], [], n)
+        return {"kind": "batch", "config": cfg, "calls": calls, "script": self._script(r, sw, r.randint(0, 4))}
+
+    def loop_step(self, r: random.Random, sw: _Swarm) -> dict[str, Json]:
+        base = self._config(r, sw)
+        tools = []
+        for t in base["tools"]:
+            m = r.choice((0, 1, 1, 2)) if sw.tool_limits and r.random() < 0.6 else None
+            tools.append({**t, "maxExecutions": m} if m is not None else t)
+
+        def lim(key: str, values: Sequence[int]) -> int | None:
+            return r.choice(values) if key in sw.limits else None
+
+        limits = {"maxRounds": lim("maxRounds", (0, 1, 2, 3)), "maxExecutions": lim("maxExecutions", (0, 1, 2, 3)),
+                  "maxToolExecutions": lim("maxToolExecutions", (0, 1, 2)),
+                  "maxRequests": lim("maxRequests", (0, 1, 2, 3, 4)), "maxRetries": sw.retries,
+                  "deadline": 0 if sw.deadline_zero else None}
+        model: list[dict[str, Json]] = []
+        earlier: list[Json] = []
+        for k in range(r.randint(1, sw.rounds)):
+            if sw.model_odd and r.random() < 0.25:
+                roll = r.random()
+                model.append({"final": "the answer"} if roll < 0.4 else {"error": "the model failed"} if roll < 0.7
+                             else {"raw": RAW_REPLIES[r.randrange(len(RAW_REPLIES))]})
+                break
+            n = r.randint(0 if k else 1, sw.max_calls)
+            model.append({"calls": self._calls(r, sw, tools, earlier, n)})
+        config = {"tools": tools, "limits": limits, "mode": base["mode"], "onLimit": r.choice(sw.policy),
+                  "principal": base["principal"]}
+        n_exec = sum(len(m["calls"]) for m in model if "calls" in m)
+        return {"kind": "loop", "config": config, "model": model,
+                "script": self._script(r, sw, min(6, n_exec + r.randint(0, 2)))}
+
+    def example(self, i: int) -> tuple[list[Planned], set[str]]:
+        """Example ``i``: its steps with their predictions, and the loop-mode features it shows."""
+        r = self.rng(i)
+        sw = self.swarm(r)
+        out: list[Planned] = []
+        features: set[str] = set()
+        make = self.loop_step if self.mode == "loop" else self.batch_step
+        for _ in range(self.steps):
+            step = make(r, sw)
+            if self.normalize is not None:
+                step = self.normalize(step)
+            try:
+                p: Prediction | None = predict(step)
+            except (ValueError, TypeError, KeyError):
+                p = None
+            if p is not None:
+                self.hits.update(p.transitions)
+                if self.mode == "loop" and p.state is not None:
+                    features |= loop_features(p.state)
+                p.state = None  # not needed any more (and not worth sending between processes)
+            out.append(Planned(step, p))
+        return out, features
 
 
-_STEPS: dict[int, st.SearchStrategy[dict[str, Json]]] = {}
+# --------------------------------------------------------------------------------------------
+# Generating ahead, in a helper process
+# --------------------------------------------------------------------------------------------
 
 
-def batch_steps(max_calls: int = 6) -> st.SearchStrategy[dict[str, Json]]:
-    """One fuzz step: a batch.run with its configuration, calls and tool script."""
-    if max_calls not in _STEPS:
-        _STEPS[max_calls] = st.tuples(_config_plans, call_plans(max_calls), _scripts).map(_build_step)
-    return _STEPS[max_calls]
+class Ahead:
+    """The generator's examples ``0, 1, …`` produced by a forked helper process while the campaign
+    runs the current one: generation and prediction cost the campaign nothing while the
+    implementation keeps one core busy and the harness another's. The helper sends each example
+    (pickled, length-prefixed) over a pipe; the pipe's buffer is the backpressure. The examples are
+    the same as :meth:`Generator.example` gives in order (the generator is deterministic)."""
+
+    def __init__(self, gen: Generator, indices: Sequence[int]) -> None:
+        import os
+        import pickle
+        import signal
+
+        self.indices = list(indices)
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the helper: only the generator, only the pipe
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                os.closerange(3, rfd)
+                os.closerange(rfd + 1, wfd)
+                os.closerange(wfd + 1, 1 << 16)
+                with os.fdopen(wfd, "wb", buffering=1 << 16) as fh:
+                    for i in self.indices:
+                        data = pickle.dumps(gen.example(i), protocol=pickle.HIGHEST_PROTOCOL)
+                        fh.write(len(data).to_bytes(4, "little"))
+                        fh.write(data)
+                        fh.flush()
+            except BaseException:
+                pass
+            finally:
+                os._exit(0)
+        os.close(wfd)
+        self.pid = pid
+        self.fh = os.fdopen(rfd, "rb", buffering=1 << 16)
+        self.next = 0
+
+    def get(self, i: int) -> tuple[list[Planned], set[str]] | None:
+        """Example ``i`` (they must be asked for in order), or None if the helper is gone."""
+        import pickle
+
+        if self.next >= len(self.indices) or self.indices[self.next] != i:
+            return None
+        head = self.fh.read(4)
+        if len(head) < 4:
+            return None
+        data = self.fh.read(int.from_bytes(head, "little"))
+        self.next += 1
+        result: tuple[list[Planned], set[str]] = pickle.loads(data)
+        return result
+
+    def close(self) -> None:
+        import contextlib
+        import os
+        import signal
+
+        with contextlib.suppress(OSError):
+            self.fh.close()
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(self.pid, 0)

@@ -1,31 +1,61 @@
-"""The harness: runs one step (a ``batch.run``) against an implementation and records the trace.
+"""The harness: runs one step (a ``batch.run`` or a ``loop.run``) against an implementation and
+records the trace (``loopspec-trace/1``, what :mod:`loopspec._judge` reads).
 
-The harness owns the tools. A step carries a *script* for them: the k-th execution the
-implementation starts (``tool.execute`` number k, 1-based, across all tools of the step) gets
-``script[k-1]`` — ``{"value": V}`` (the tool returns V) or ``{"fail": CATEGORY}`` (the tool fails
-with that category) — and executions past the end of the script return
+The harness owns the tools and, in loop mode, the model. A step carries a *script* for the tools:
+the k-th execution the implementation starts (``tool.execute`` number k, 1-based, across all tools
+of the step) gets ``script[k-1]`` — ``{"value": V}`` (the tool returns V) or ``{"fail": CATEGORY}``
+(the tool fails with that category) — and executions past the end of the script return
 ``{"tool": name, "execution": k}``, so every execution is visible in the answers. A
 ``tool.execute`` for a tool that is not registered fails with INTERNAL_ERROR (the harness has no
 such tool) and is recorded like any other execution: the judge then reports R3.
 
-The trace (``loopspec-trace/1``) is what :mod:`loopspec._judge` reads.
+Every failure the harness injects carries a unique **canary** — in the JSON-RPC error's message
+and in its ``data`` — recorded in the trace; the judge looks for it in everything the
+implementation shows the model (R15: a failure's detail never reaches the model).
+
+In loop mode the k-th ``model.next`` gets ``model[k-1]``: ``{"calls": [...]}``, ``{"final": str}``,
+``{"error": str}`` (answered with a JSON-RPC error: the model failed) or ``{"raw": V}`` (V itself,
+neither calls nor a final answer); ``{"final": "done"}`` after the end of the list.
+
+**Scheduling.** The implementation's requests are answered here, in :meth:`_Recorder.__call__`,
+each as it arrives (protocol v1 is sequential): the one place that decides when a request is
+answered.
 """
 
 from __future__ import annotations
 
+import json
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import _core as core
-from .._judge import TRACE_FORMAT
+from .._judge import CANARY_PREFIX, TRACE_FORMAT
 from ._adapter import Impl
-from ._rpc import TOOL_FAILED, ProtocolFailure, RpcError, show
+from ._rpc import MODEL_FAILED, TOOL_FAILED, ProtocolFailure, RpcError, show
+from ._vocab import DEFAULT_REPLY
 
-__all__ = ["amend_late", "batch_params", "default_output", "execution_cap", "late_message", "run_batch_step",
-           "script_outcome"]
+__all__ = [
+    "CANARY_MARK",
+    "LATE_GRACE",
+    "amend_late",
+    "batch_params",
+    "default_output",
+    "execution_cap",
+    "failed_start_trace",
+    "late_message",
+    "run_batch_step",
+    "run_loop_step",
+    "run_step",
+    "script_outcome",
+    "trace_failed",
+]
 
 Json = Any
+
+#: Every canary starts with this (and is unique within its step).
+CANARY_MARK = CANARY_PREFIX
 
 
 def default_output(name: Json, k: int) -> Json:
@@ -62,80 +92,159 @@ def execution_cap(requests: int, retries: int = 0) -> int:
 class _Recorder:
     """Answers the implementation's requests during one step and records them."""
 
-    def __init__(self, tools: Sequence[Mapping[str, Json]], script: Sequence[Mapping[str, Json]],
-                 cap: int = 1_000) -> None:
-        self.names = {t["name"] for t in tools}
-        self.script = script
+    def __init__(self, step: Mapping[str, Json], method: str) -> None:
+        self.step = step
+        self.method = method
+        cfg = step["config"]
+        self.names = {t["name"] for t in cfg["tools"]}
+        self.script: Sequence[Mapping[str, Json]] = step.get("script", [])
+        self.model: Sequence[Mapping[str, Json]] = step.get("model", [])
         self.events: list[dict[str, Json]] = []
         self.k = 0
-        self.cap = cap
+        self.rounds = 0
         self.failure: ProtocolFailure | None = None
+        self.salt: int | None = None
+        if method == "loop.run":
+            calls = sum(len(r["calls"]) for r in self.model if isinstance(r, dict) and isinstance(r.get("calls"), list))
+            retries = (cfg.get("limits") or {}).get("maxRetries") or 0
+            self.exec_cap = execution_cap(calls, retries if isinstance(retries, int) else 0)
+            self.model_cap = len(self.model) + 8  # the model's script, then "final" answers a correct run stops at
+        else:
+            self.exec_cap = execution_cap(len(step.get("calls", [])))
+            self.model_cap = 0
 
+    # -- the one place that answers the implementation's requests -----------------------------
     def __call__(self, method: str, params: Json) -> Json:
         if self.failure is not None:  # an in-process implementation swallowed our failure: refuse everything
             raise RpcError(TOOL_FAILED, "the harness already stopped this run", {"category": "INTERNAL_ERROR"})
         if method == "tool.execute":
             return self.execute(params)
-        return self.unexpected(method)
-
-    def unexpected(self, method: str) -> Json:
-        self.failure = ProtocolFailure("P4", "unexpected-request", f"a {method!r} request from the implementation during batch.run")
+        if method == "model.next" and self.method == "loop.run":
+            return self.model_next(params)
+        self.failure = ProtocolFailure("P4", "unexpected-request",
+                                       f"a {show(method, 40)} request from the implementation during {self.method}")
         raise self.failure
+
+    def canary(self, k: int) -> str:
+        if self.salt is None:
+            self.salt = zlib.crc32(json.dumps([self.step.get("config"), self.step.get("calls"), self.step.get("model")],
+                                              sort_keys=True, default=str).encode())
+        return f"{CANARY_MARK}{self.salt:08x}-{k}"
 
     def execute(self, params: Json) -> Json:
         if not isinstance(params, dict):
             self.failure = ProtocolFailure("P5", "bad-params", "tool.execute params must be an object")
             raise self.failure
-        if self.k >= self.cap:
-            self.failure = ProtocolFailure("P4", "flood", f"more than {self.cap} tool.execute requests in one "
-                                                          "batch.run (the spec allows one per call)")
+        if self.k >= self.exec_cap:
+            self.failure = ProtocolFailure("P4", "flood", f"more than {self.exec_cap} tool.execute requests in one "
+                                                          f"{self.method}")
             raise self.failure
         ctx = params.get("context")
         self.k += 1
         name = params.get("name")
         outcome = script_outcome(self.script, self.k, name, isinstance(name, str) and name in self.names)
-        ev = {
+        ev: dict[str, Json] = {
             "type": "execute", "callId": params.get("callId"), "name": name,
             "arguments": params.get("arguments"),
             "principal": ctx.get("principal") if isinstance(ctx, dict) else None,
-            "outcome": ({"status": "ok", "output": outcome.output} if outcome.ok
-                        else {"status": "error", "category": outcome.category}),
         }
-        self.events.append(ev)
         if outcome.ok:
+            ev["outcome"] = {"status": "ok", "output": outcome.output}
+            self.events.append(ev)
             return {"output": outcome.output}
-        raise RpcError(TOOL_FAILED, "tool failed", {"category": outcome.category})
+        secret = self.canary(self.k)
+        ev["outcome"] = {"status": "error", "category": outcome.category, "canary": secret}
+        self.events.append(ev)
+        raise RpcError(TOOL_FAILED, f"tool failed: {secret}", {"category": outcome.category, "detail": secret})
+
+    def model_next(self, params: Json) -> Json:
+        if not isinstance(params, dict):
+            self.failure = ProtocolFailure("P5", "bad-params", "model.next params must be an object")
+            raise self.failure
+        if self.rounds >= self.model_cap:
+            self.failure = ProtocolFailure("P4", "flood", f"more than {self.model_cap} model.next requests in one "
+                                                          "loop.run (the model had answered \"final\")")
+            raise self.failure
+        self.rounds += 1
+        reply = dict(self.model[self.rounds - 1]) if self.rounds <= len(self.model) else dict(DEFAULT_REPLY)
+        ev: dict[str, Json] = {"type": "model", "round": params.get("round"), "results": params.get("results"),
+                               "reply": reply}
+        extra = {k: v for k, v in params.items() if k not in ("round", "results")}
+        if extra:  # whatever else the implementation shows the model (the judge searches it too)
+            ev["extra"] = extra
+        self.events.append(ev)
+        if "error" in reply:
+            raise RpcError(MODEL_FAILED, str(reply["error"]))
+        if "raw" in reply:
+            return reply["raw"]
+        return reply
+
+
+def _run(impl: Impl, step: Mapping[str, Json], method: str, params: dict[str, Json],
+         trace: dict[str, Json]) -> dict[str, Json]:
+    rec = _Recorder(step, method)
+    trace["events"] = rec.events
+    try:
+        result = impl.call(method, params, rec)
+    except ProtocolFailure as f:
+        rec.events.append((rec.failure or f).to_event())
+        return trace
+    except RpcError as err:
+        rec.events.append((rec.failure or ProtocolFailure(
+            "P4", "error-response", f"{method} answered error {err.code}: {show(err.message, 200)}")).to_event())
+        return trace
+    if rec.failure is not None:
+        rec.events.append(rec.failure.to_event())
+        return trace
+    rec.events.append({"type": "response", "result": result})
+    # a message after this answer is this step's finding: whoever runs the next step on the same
+    # process (the campaign, a replay) checks for one first (late_message), and a replay's last step
+    # waits a moment for one
+    return trace
 
 
 def run_batch_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
     """Send one ``batch.run`` and return its trace. Never raises for a misbehaving implementation:
     protocol failures become a ``protocol-error`` event (the caller should then discard ``impl``)."""
-    rec = _Recorder(step["config"]["tools"], step.get("script", []), execution_cap(len(step["calls"])))
-    trace: dict[str, Json] = {
-        "format": TRACE_FORMAT, "kind": "batch",
-        "config": dict(step["config"]), "calls": step["calls"], "events": rec.events,
-    }
-    try:
-        result = impl.call("batch.run", batch_params(step), rec)
-    except ProtocolFailure as f:
-        rec.events.append((rec.failure or f).to_event())
-        return trace
-    except RpcError as err:
-        if rec.failure is not None:
-            rec.events.append(rec.failure.to_event())
-        else:
-            rec.events.append(ProtocolFailure("P4", "error-response",
-                                              f"batch.run answered error {err.code}: {err.message}").to_event())
-        return trace
-    if rec.failure is not None:
-        rec.events.append(rec.failure.to_event())
-    else:
-        rec.events.append({"type": "response", "result": result})
-        late = late_message(impl, "batch.run")
-        if late is not None:
-            amend_late(trace, late)
+    trace: dict[str, Json] = {"format": TRACE_FORMAT, "kind": "batch", "config": dict(step["config"]),
+                              "calls": step["calls"]}
+    return _run(impl, step, "batch.run", batch_params(step), trace)
+
+
+def run_loop_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
+    """Send one ``loop.run`` (the harness plays the model) and return its trace."""
+    trace: dict[str, Json] = {"format": TRACE_FORMAT, "kind": "loop", "config": dict(step["config"])}
+    return _run(impl, step, "loop.run", dict(step["config"]), trace)
+
+
+def run_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
+    kind = step.get("kind", "batch")
+    if kind == "batch":
+        return run_batch_step(impl, step)
+    if kind == "loop":
+        return run_loop_step(impl, step)
+    raise ValueError(f"unknown step kind {kind!r}")
+
+
+def failed_start_trace(step: Mapping[str, Json], failure: ProtocolFailure) -> dict[str, Json]:
+    """The trace of a step whose implementation could not even be started/initialized."""
+    kind = step.get("kind", "batch")
+    trace: dict[str, Json] = {"format": TRACE_FORMAT, "kind": kind, "config": step["config"],
+                              "events": [failure.to_event()]}
+    if kind == "batch":
+        trace["calls"] = step["calls"]
     return trace
 
+
+def trace_failed(trace: Mapping[str, Json]) -> bool:
+    """Did the step end with a protocol failure (the implementation should be restarted)?"""
+    evs = trace.get("events") or []
+    return bool(evs) and evs[-1].get("type") == "protocol-error"
+
+
+# --------------------------------------------------------------------------------------------
+# Messages after the answer
+# --------------------------------------------------------------------------------------------
 
 #: How long a replay waits, after the answer to its last step, for a message that comes late.
 LATE_GRACE = 0.05
@@ -171,9 +280,3 @@ def amend_late(trace: dict[str, Json], late: ProtocolFailure) -> None:
         events[-1] = {**late.to_event(), "answer": events[-1].get("result")}
     elif not events or events[-1].get("type") != "protocol-error":
         events.append(late.to_event())
-
-
-def trace_failed(trace: Mapping[str, Json]) -> bool:
-    """Did the step end with a protocol failure (the implementation should be restarted)?"""
-    evs = trace.get("events") or []
-    return bool(evs) and evs[-1].get("type") == "protocol-error"

@@ -8,6 +8,7 @@ from the strict spec when no profile is given), each with its shrunk counterexam
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
@@ -16,12 +17,13 @@ from typing import Any
 from .._judge import judge
 from .._profiles import params_for
 from .._spec import load_rules, load_spec
-from .._text import write_atomic
-from ._campaign import CampaignResult, Finding, json_text
+from .._text import compact, write_atomic
+from ._exercised import describe
+from ._model import CampaignResult, Finding, json_text, step_calls
 
 Json = Any
 
-__all__ = ["REPORT_FORMAT", "render_report", "report_data", "write_report"]
+__all__ = ["REPORT_FORMAT", "render_finding", "render_report", "replay_command", "report_data", "write_report"]
 
 REPORT_FORMAT = "loopspec-conformance-report/1"
 
@@ -58,6 +60,9 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
                 params = _explained_by(f, profile)
                 if any(pid in promised for pid in params):
                     choices[f.rule] = (f, [pid for pid in params if pid in promised])
+                elif not params and judge(f.traces[-1], profile=params_for(spec, profile).only(
+                        spec, sorted(promised))).ok:  # no choice alone: the documented ones together
+                    choices[f.rule] = (f, [])
                 else:  # P-EVIDENCE: only what nothing promises explains it: a deviation
                     deviations[f.rule] = f
                     unpromised[f.rule] = params
@@ -68,6 +73,9 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
         for pid in params_for(spec, profile).differs(spec):
             for rid in spec.parameter(pid).rules:
                 unwitnessed.setdefault(rid, []).append(pid)
+    counts: Counter[str] = Counter((result.stats or {}).get("exercised") or {})
+    if strict is not None:
+        counts.update((strict.stats or {}).get("exercised") or {})
     per_rule = []
     for rid in rules + sorted(r for r in deviations if r not in rules):
         if rid in deviations:
@@ -83,6 +91,9 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
             entry = {"rule": rid, "status": "conforms"}
             if unwitnessed.get(rid):  # the profile differs here, but no campaign met a case that shows it
                 entry["profileDiffersUnwitnessed"] = unwitnessed[rid]
+            seen = describe(rid, counts)
+            if seen is not None:  # how strong "conforms" is: the rule's preconditions the campaigns met
+                entry["exercised"] = seen
         per_rule.append(entry)
     prof = spec.profile(profile) if profile else None
     return {
@@ -155,10 +166,12 @@ def render_report(data: Mapping[str, Json]) -> str:
         elif r["status"] == "deviates" and r.get("observedOnly"):
             extra = (f" — {r['kind']}: explained only by the observed (undocumented) choice "
                      + ", ".join(f"`{p}`" for p in r["observedOnly"]) if r["observedOnly"] else
-                     f" — {r['kind']}: explained only by a combination of choices nothing documents")
+                     f" — {r['kind']}: explained only by a combination of choices that needs an observed one")
         elif r["status"] == "deviates":
             extra = (f" — {r['kind']}: deviates from its documented profile" if prof != "strict"
                      else f" — {r['kind']}")
+        if r["status"] == "conforms" and r.get("exercised"):
+            extra += f" ({r['exercised']})"
         lines.append(f"| {r['rule']} | {titles.get(r['rule'], '')} | {_STATUS[r['status']]}{extra} |")
     lines.append("")
     shown = [r for r in data["rules"] if r["status"] != "conforms"]
@@ -182,3 +195,97 @@ def write_report(path: str | Path, **kw: Any) -> list[str]:
     write_atomic(p.with_suffix(".json"), json_text(data))
     write_atomic(p, render_report(data) + "\n")
     return [str(p), str(p.with_suffix(".json"))]
+
+
+# --------------------------------------------------------------------------------------------
+# One finding, readable
+# --------------------------------------------------------------------------------------------
+
+
+def replay_command(case_path: str, impl: str) -> str:
+    """The command that reruns a case: ``impl`` is a command line, a framework name or a
+    ``module:attr`` entry point (resolved from the current directory, like ``python -m pytest``)."""
+    import shlex
+
+    return f"loopspec replay {shlex.quote(case_path)} --impl {shlex.quote(impl)}"
+
+
+def _rule_title(rule_id: str) -> str:
+    if rule_id.startswith("P"):
+        from .._judge import PROTOCOL_CODES
+
+        return f"adapter protocol: {PROTOCOL_CODES.get(rule_id, '')}"
+    try:
+        for r in load_rules():
+            if r.id == rule_id:
+                return f"{r.strength} {r.title}"
+    except Exception:
+        pass
+    return ""
+
+
+def render_finding(f: Finding, impl: str, case_path: str, provisional: bool = False, *,
+                   replay_impl: str | None = None) -> str:
+    v = f.verdict.violation
+    assert v is not None
+    spec = load_spec()
+    lines = [
+        f"loopspec fuzz: divergence {v.rule} ({v.kind})" + (f", invariant {v.invariant}" if v.invariant else ""),
+        f"rule:           {v.rule} {_rule_title(v.rule)}",
+    ]
+    if v.transition:
+        t = spec.transition(v.transition)
+        lines.append(f"transition:     {t.id} {t.name} ({', '.join(t.sources)} → {t.dest})")
+    lines += [
+        f"implementation: {impl}",
+        f"case:           {f.calls} call(s) in {len(f.steps)} step(s)"
+        + (" (shrunk)" if f.shrunk else " (provisional: shrinking was still running)" if provisional else ""),
+        f"replay:         {replay_command(case_path, replay_impl or impl)}",
+    ]
+    if f.reproduced is False:
+        lines.append("note:           this divergence did NOT reproduce when the case was replayed in a fresh "
+                     "process (P7): the implementation is nondeterministic or keeps state between runs")
+    lines.append("")
+    if len(f.steps) > 1:
+        lines.append(f"Before the failing step, the same process answered {len(f.steps) - 1} step(s) correctly:")
+        for i, s in enumerate(f.steps[:-1]):
+            lines.append(f"  step {i + 1}: {_step_summary(s)}")
+        lines.append("")
+    lines.append(v.explanation)
+    lines.append("")
+    exp = f.verdict.expected
+    if exp:
+        lines.append("What the spec requires (reference run, fed the same tool outcomes):")
+        for k in ("results", "executed", "aborted", "status", "stopReason"):
+            if k in exp:
+                lines.append(f"  {k}: {compact(exp[k], 200)}")
+    lines.append("The divergence:")
+    lines.append(f"  the spec:           {compact(v.expected, 200)}")
+    lines.append(f"  the implementation: {compact(v.observed, 200)}")
+    lines.append("What the implementation did:")
+    obs = f.verdict.observed
+    if obs.get("executions") is not None:
+        lines.append(f"  executions seen by the harness: {len(obs['executions'])}")
+        for k, e in enumerate(obs["executions"], start=1):
+            lines.append(f"    {k}. request #{e.get('request')}: {compact(e.get('callId'), 14)} {e.get('name')}"
+                         f"({compact(e.get('arguments'), 40)}) principal={compact(e.get('principal'), 16)} → "
+                         f"{compact(e.get('outcome'), 50)}")
+    if obs.get("response") is not None:
+        lines.append(f"  response: {compact(obs['response'], 300)}")
+    if obs.get("protocolError") is not None:
+        pe = obs["protocolError"]
+        lines.append(f"  protocol error: {pe.get('code')} {pe.get('kind')}: {pe.get('detail')}")
+    if v.invariants:
+        lines.append(f"  invariants violated by the observed behaviour: {', '.join(v.invariants)}")
+    return "\n".join(lines) + "\n"
+
+
+def _step_summary(step: Mapping[str, Json]) -> str:
+    cfg = step.get("config", {})
+    if step.get("kind", "batch") == "batch":
+        calls = step.get("calls", [])
+        return (f"batch.run budget={cfg.get('budget')} mode={cfg.get('mode')} with {len(calls)} call(s): "
+                + "; ".join(compact(c, 50) for c in calls[:6]))
+    lim = {k: v for k, v in cfg.get("limits", {}).items() if v is not None}
+    return (f"loop.run {compact(lim, 80)} mode={cfg.get('mode')} onLimit={cfg.get('onLimit')} with a "
+            f"{len(step.get('model', []))}-round model script ({step_calls(step)} call(s))")

@@ -62,6 +62,19 @@ class ProtocolFailure(Exception):
         return {"type": "protocol-error", "code": self.code, "kind": self.kind, "detail": self.detail}
 
 
+try:  # the fast encoder when installed (what the harness sends is its own data: never NaN, ints < 2**64)
+    import orjson as _orjson
+
+    def _encode(message: Json) -> bytes:
+        try:
+            return _orjson.dumps(message) + b"\n"
+        except TypeError:  # an integer past 64 bits, say: the standard encoder writes it
+            return (json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode()
+except ImportError:  # pragma: no cover - orjson is optional
+    def _encode(message: Json) -> bytes:
+        return (json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+
 def show(value: Json, limit: int = 120) -> str:
     """``value`` as compact JSON text cut to ``limit`` characters (never raises)."""
     try:
@@ -117,7 +130,7 @@ class Channel:
     def send(self, message: Json) -> None:
         if self.tap is not None:
             self.tap("out", message)
-        data = (json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        data = _encode(message)
         view = memoryview(data)
         try:
             while view:

@@ -1,0 +1,155 @@
+"""Spec coverage of a campaign: which transitions of ``spec/loop.toml`` the expected runs took.
+
+Pure. :func:`path` reads the transition ids off the reference driver's final :class:`RunState`
+(the same path the ``transitions`` engine reports through its observer; a test checks that on
+generated steps), so coverage costs nothing beyond the prediction the generator makes anyway.
+
+Not every transition can happen through the adapter protocol: v1 has no authorization hook
+(T16 deny_unauthorized), no clock the harness controls (T17 refuse_deadline: a deadline that passes
+between a request's checks and its start) and no cancellation (T28). :data:`REACHABLE` lists what
+each mode can reach; the campaign reports its coverage against that.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from .._core import CODE_TABLE, RunState, code_kind
+
+__all__ = ["REACHABLE", "UNREACHABLE", "Coverage", "path"]
+
+Json = Any
+
+_CHECK: Final = {"REQUEST_LIMIT": "T08", "INVALID_CALL": "T09", "UNKNOWN_TOOL": "T10", "INVALID_ARGUMENT": "T11",
+                 "ID_CONFLICT": "T12"}
+_START: Final = {"NOT_FOUND_OR_NOT_ACCESSIBLE": "T16", "DEADLINE_EXCEEDED": "T17", "BUDGET_EXHAUSTED": "T18",
+                 "TOOL_BUDGET_EXHAUSTED": "T19"}
+_ESCALATE: Final = {"violation": "T24", "failure": "T25", "limit": "T26"}
+_STOP: Final = {"DEADLINE": "T01", "MAX_ROUNDS": "T02", "END_OF_BATCH": "T03", "MODEL_ERROR": "T05",
+                "FINAL_ANSWER": "T06"}
+
+#: Why a transition cannot happen through adapter protocol v1.
+UNREACHABLE: Final = {
+    "T16": "no authorization hook in the protocol",
+    "T17": "no clock the harness controls (a deadline passing between a request's checks and its start)",
+    "T28": "no cancellation in the protocol",
+}
+#: The transitions each mode can reach through the protocol.
+REACHABLE: Final = {
+    "batch": ("T03", "T04", "T07", "T09", "T10", "T11", "T12", "T13", "T14", "T15", "T18", "T20", "T21", "T23",
+              "T24", "T25", "T26", "T27"),
+    "loop": ("T01", "T02", "T04", "T05", "T06", "T07", "T08", "T09", "T10", "T11", "T12", "T13", "T14", "T15",
+             "T18", "T19", "T20", "T21", "T22", "T23", "T24", "T25", "T26", "T27"),
+}
+
+
+def path(s: RunState) -> list[str]:
+    """The transition ids a finished run took, in order."""
+    out: list[str] = []
+    answers = {a.index: a for a in s.answers}
+    if s.aborted_answer is not None:
+        answers[s.aborted_answer.index] = s.aborted_answer
+    executions = {e.request: e for e in s.executions}
+    escalated_at = s.aborted[0] if s.aborted is not None else None
+    by_round: dict[int, list[int]] = {}
+    for r in s.requests:
+        by_round.setdefault(r.round, []).append(r.index)
+    stop = s.stop_reason
+    for rnd in range(1, s.model_requests + 1):
+        out.append("T04")
+        idx = by_round.get(rnd, [])
+        last_round = rnd == s.model_requests
+        if last_round and stop in ("MODEL_ERROR", "FINAL_ANSWER") and not idx:
+            out.append(_STOP[stop])
+            break
+        for i in idx:
+            a = answers.get(i)
+            if a is None:  # not answered (cannot happen for a finished run without cancellation)
+                continue
+            code = a.code
+            if code in _CHECK:
+                out.append(_CHECK[code])
+            elif a.replayed:
+                out.append("T13")
+            else:
+                cid = s.requests[i].call_id
+                b = s.bindings.get(cid) if isinstance(cid, str) else None
+                out.append("T14" if b is None or b.bound_at == i else "T15")
+                ex = executions.get(i)
+                if ex is None:
+                    out.append(_START.get(code or "", "T18"))
+                else:
+                    out.append("T20")
+                    out += ["T22"] * (ex.attempts - 1)
+                    out.append("T21" if a.status == "ok" else "T23")
+            if i == escalated_at:
+                out.append(_ESCALATE[code_kind(code)] if code in CODE_TABLE else "T25")
+            else:
+                out.append("T27")
+        if escalated_at is not None and escalated_at in idx:
+            break
+        if last_round and stop in ("MODEL_ERROR", "FINAL_ANSWER"):
+            out.append(_STOP[stop])
+            break
+        out.append("T07")
+    if stop in ("DEADLINE", "MAX_ROUNDS", "END_OF_BATCH") and escalated_at is None:
+        out.append(_STOP[stop])
+    return out
+
+
+class Coverage:
+    """Counts over a campaign: transitions, answer codes, stop reasons, and loop-mode shares."""
+
+    def __init__(self) -> None:
+        self.transitions: Counter[str] = Counter()
+        self.codes: Counter[str] = Counter()
+        self.stops: Counter[str] = Counter()
+        self.runs = 0
+        self.examples = 0
+        self.features: Counter[str] = Counter()  # examples showing each loop-mode feature
+
+    def add_run(self, ids: Iterable[str], codes: Iterable[str], stop: str | None) -> None:
+        self.runs += 1
+        self.transitions.update(ids)
+        self.codes.update(codes)
+        if stop:
+            self.stops[stop] += 1
+
+    def add_example(self, features: Iterable[str]) -> None:
+        self.examples += 1
+        self.features.update(set(features))
+
+    def merge(self, other: Coverage) -> None:
+        self.transitions.update(other.transitions)
+        self.codes.update(other.codes)
+        self.stops.update(other.stops)
+        self.runs += other.runs
+        self.examples += other.examples
+        self.features.update(other.features)
+
+    def missing(self, mode: str) -> list[str]:
+        return [t for t in REACHABLE[mode] if not self.transitions.get(t)]
+
+    def shares(self) -> dict[str, float]:
+        return {k: round(v / self.examples, 3) for k, v in sorted(self.features.items())} if self.examples else {}
+
+    def to_json(self, mode: str, spec_ids: Iterable[str]) -> dict[str, Json]:
+        return {
+            "transitions": {t: self.transitions.get(t, 0) for t in spec_ids},
+            "runs": self.runs,
+            "reachable": list(REACHABLE[mode]),
+            "missing": self.missing(mode),
+            "unreachable": dict(UNREACHABLE),
+            "codes": dict(sorted(self.codes.items())),
+            "stopReasons": dict(sorted(self.stops.items())),
+            "shares": self.shares(),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Json]) -> Coverage:
+        c = cls()
+        c.transitions.update(doc.get("transitions", {}))
+        c.runs = doc.get("runs", 0)
+        return c

@@ -1,0 +1,230 @@
+"""The fuzzer's data: findings, cases and campaign results, and the strict JSON they are written as.
+
+A **case** (``loopspec-fuzz-case/1``, JSON Schema in spec/schema/fuzz-case.schema.json) is a finding
+on disk: the steps to replay, the traces, the verdict. ``loopspec replay CASE --impl CMD`` reruns it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from .._judge import Verdict
+from .._safejson import JsonInputError, load_json
+
+__all__ = [
+    "CAMPAIGN_FORMAT",
+    "CASE_FORMAT",
+    "CampaignResult",
+    "CaseError",
+    "Finding",
+    "ReplayResult",
+    "json_text",
+    "load_case",
+    "step_calls",
+    "step_magnitude",
+]
+
+Json = Any
+
+CASE_FORMAT: Final = "loopspec-fuzz-case/1"
+CAMPAIGN_FORMAT: Final = "loopspec-fuzz-campaign/1"
+#: The files a campaign writes per finding (``<rule><suffix>``).
+FINDING_SUFFIXES: Final = (".json", ".txt", ".path.json")
+RULE_FILE: Final = re.compile(r"^([PR][0-9]{1,3})(\.json|\.txt|\.path\.json)$")
+
+
+def json_text(doc: Json, *, indent: int | None = 2) -> str:
+    """``doc`` as strict JSON text (RFC 8259: no NaN or Infinity), whatever it holds: a value that
+    cannot be written as such (non-finite, nested too deep) is replaced by a string saying so."""
+    try:
+        return json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
+    except (ValueError, TypeError, RecursionError):
+        return json.dumps(_writable(doc, 0), indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _writable(v: Json, depth: int) -> Json:
+    if depth > 200:
+        return "<nested too deep to write>"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"<non-finite number {v}>"
+    if isinstance(v, dict):
+        return {str(k): _writable(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_writable(x, depth + 1) for x in v]
+    if v is None or isinstance(v, str | int | float | bool):
+        return v
+    return repr(v)
+CAMPAIGN_FORMAT: Final = "loopspec-fuzz-campaign/1"
+
+
+# --------------------------------------------------------------------------------------------
+# Findings
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    """A divergence with the whole example that produced it (earlier steps passed)."""
+
+    verdict: Verdict
+    steps: list[dict[str, Json]]
+    traces: list[dict[str, Json]]
+    reproduced: bool | None = None  # set after a replay in a fresh process
+    shrunk: bool = False
+    #: steps the same (shared) process ran before this example: the case may depend on them
+    prefix: list[dict[str, Json]] = field(default_factory=list)
+
+    @property
+    def rule(self) -> str:
+        assert self.verdict.violation is not None
+        return self.verdict.violation.rule
+
+    @property
+    def kind(self) -> str:
+        assert self.verdict.violation is not None
+        return self.verdict.violation.kind
+
+    @property
+    def calls(self) -> int:
+        return sum(step_calls(s) for s in self.steps)
+
+    @property
+    def size(self) -> tuple[int, int, int, int]:
+        """What minimization reduces: calls, then steps, then the numbers (budgets, limits, script
+        length), then the text."""
+        return (self.calls, len(self.steps), sum(step_magnitude(s) for s in self.steps), len(json.dumps(self.steps)))
+
+    def case_json(self, meta: Mapping[str, Json]) -> dict[str, Json]:
+        return {
+            "format": CASE_FORMAT,
+            "mode": self.steps[-1].get("kind", "batch") if self.steps else "batch",
+            **meta,
+            "shrunk": self.shrunk,
+            "reproduced": self.reproduced,
+            "steps": self.steps,
+            "failingStep": len(self.steps) - 1,
+            "verdict": self.verdict.to_json(),
+            "traces": self.traces,
+        }
+
+
+def step_calls(step: Mapping[str, Json]) -> int:
+    """The number of calls a step proposes (a batch's calls, or every round's calls in a loop)."""
+    if step.get("kind", "batch") == "loop":
+        return sum(len(r["calls"]) for r in step.get("model", [])
+                   if isinstance(r, dict) and isinstance(r.get("calls"), list))
+    return len(step.get("calls", []))
+
+
+def step_magnitude(step: Mapping[str, Json]) -> int:
+    cfg = step.get("config", {})
+    numbers = [cfg.get("budget"), *(cfg.get("limits") or {}).values()]
+    numbers += [t.get("maxExecutions") for t in cfg.get("tools", []) if isinstance(t, dict)]
+    return sum(n for n in numbers if isinstance(n, int) and not isinstance(n, bool)) + len(step.get("script", []))
+
+
+@dataclass
+class CampaignResult:
+    findings: list[Finding]
+    seed: int
+    stats: dict[str, Json]
+    files: list[str]
+    interrupted: bool = False
+    coverage: dict[str, Json] = field(default_factory=dict)
+    params: dict[str, Json] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def is_case_file(path: Path) -> bool:
+    """Is ``path`` a fuzz case (ours to replace)? Reads at most its first kilobytes."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return f'"format": "{CASE_FORMAT}"'.encode() in head
+
+
+class CaseError(ValueError):
+    """A case file that cannot be replayed (names the field)."""
+
+
+def load_case(path: str | Path) -> dict[str, Json]:
+    p = Path(path)
+    try:  # the hardened loader: size, UTF-8, depth, integer digits, finite numbers; file:line: reason
+        doc = load_json(p, what="case file")
+    except JsonInputError as exc:
+        raise CaseError(str(exc) if exc.file else f"{p}: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != CASE_FORMAT:
+        raise CaseError(f"{p}: format: must be {CASE_FORMAT!r}")
+    steps = doc.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise CaseError(f"{p}: steps: must be a non-empty list")
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict) or s.get("kind", "batch") not in ("batch", "loop") or not isinstance(s.get("config"), dict):
+            raise CaseError(f"{p}: steps[{i}]: must be an object with kind batch|loop and a config")
+        if s.get("kind", "batch") == "batch" and not isinstance(s.get("calls"), list):
+            raise CaseError(f"{p}: steps[{i}].calls: must be a list")
+        if not isinstance(s.get("script", []), list):
+            raise CaseError(f"{p}: steps[{i}].script: must be a list")
+        problem = _step_problem(s)
+        if problem is not None:
+            raise CaseError(f"{p}: steps[{i}].{problem}")
+    return doc
+
+
+def _step_problem(step: Mapping[str, Json]) -> str | None:
+    """What makes a case step impossible to replay (the configuration the judge reads, the tool
+    script, the model's replies), named by field; None when it can be replayed."""
+    from .. import _core as core
+    from .._judge import TraceError, parse_batch_config
+    from .._judge_loop import parse_loop_config
+
+    kind = step.get("kind", "batch")
+    try:
+        if kind == "batch":
+            cfg = step["config"]
+            parse_batch_config(cfg)
+            for k in ("budget", "mode", "principal"):
+                if k not in cfg:
+                    return f"config.{k}: missing"
+        else:
+            parse_loop_config(step["config"])
+    except TraceError as exc:
+        return f"{exc.where}: {exc.message}"
+    for k, entry in enumerate(step.get("script", [])):
+        if not isinstance(entry, dict) or not (("value" in entry) ^ ("fail" in entry)):
+            return f"script[{k}]: must be {{\"value\": V}} or {{\"fail\": CATEGORY}}"
+        if "fail" in entry and entry["fail"] not in core.FAILURE_CATEGORIES:
+            return f"script[{k}].fail: one of {', '.join(core.FAILURE_CATEGORIES)}"
+    model = step.get("model", [])
+    if kind == "loop" and (not isinstance(model, list) or not all(isinstance(r, dict) for r in model)):
+        return "model: must be a list of replies (objects)"
+    return None
+
+
+@dataclass
+class ReplayResult:
+    verdicts: list[Verdict]
+    traces: list[dict[str, Json]]
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.verdicts[-1] if self.verdicts else None
+
+    @property
+    def ok(self) -> bool:
+        return all(v.ok for v in self.verdicts)
+
+

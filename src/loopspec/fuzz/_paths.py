@@ -1,0 +1,90 @@
+"""The expected path on the spec machine for a failing step, for ``loopspec diagram --trace``: the
+reference engine (the ``transitions`` machine) run on the step's configuration, fed the tool
+outcomes and model replies the harness recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._judge import decision_position
+from ._adapter import _limits
+from ._model import Finding
+
+__all__ = ["batch_reference_path", "diagram_trace", "loop_reference_path", "outcome_tools"]
+
+Json = Any
+
+
+def diagram_trace(finding: Finding) -> dict[str, Json] | None:
+    """``{"path": [transition ids of the expected run], "failed": position}`` for the failing step."""
+    if not finding.traces:
+        return None
+    trace = finding.traces[-1]
+    v = finding.verdict.violation
+    steps = loop_reference_path(trace) if trace.get("kind") == "loop" else batch_reference_path(trace)
+    if steps is None:
+        return None
+    index = v.index if v is not None else None
+    out: dict[str, Json] = {"path": [t for t, _ in steps], "failed": decision_position(steps, index)}
+    if v is not None:
+        out["label"] = f"counterexample: {v.rule} {v.kind}" + (f" ({v.invariant})" if v.invariant else "")
+    out["source"] = "loopspec fuzz: the expected run of the failing step (reference engine, same tool outcomes)"
+    return out
+
+
+def outcome_tools(tools: Sequence[Mapping[str, Json]], outcomes: Sequence[Mapping[str, Json]]) -> list[Any]:
+    """Engine tools that give the recorded outcomes in execution order (whatever tool runs)."""
+    from .._engine import Tool, ToolFailure
+
+    feed = iter(outcomes)
+
+    def fn(args: dict[str, Json], ctx: Any) -> Json:
+        o = next(feed, None)
+        if o is None:
+            return None
+        if o.get("status") == "error":
+            raise ToolFailure(o.get("category", "INTERNAL_ERROR"))
+        return o.get("output")
+
+    return [Tool.define(t["name"], fn, t.get("inputSchema"), max_executions=t.get("maxExecutions")) for t in tools]
+
+
+def batch_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | None]] | None:
+    from .._engine import run_batch
+
+    try:
+        cfg = trace["config"]
+        outcomes = [e["outcome"] for e in trace["events"] if e.get("type") == "execute"]
+        tools = outcome_tools(cfg["tools"], outcomes)
+        steps: list[tuple[str, int | None]] = []
+        run_batch(trace["calls"], tools=tools, budget=cfg["budget"], mode=cfg["mode"], principal=cfg["principal"],
+                  observer=lambda s, t: steps.append((t.id, s.requests[-1].index if s.requests else None)))
+    except Exception:
+        return None
+    return steps
+
+
+def loop_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | None]] | None:
+    """The engine's transition path for a loop trace (replies and outcomes as recorded)."""
+    from .._engine import run_loop
+
+    try:
+        cfg = trace["config"]
+        replies = [e["reply"] for e in trace["events"] if e.get("type") == "model"]
+        outcomes = [e["outcome"] for e in trace["events"] if e.get("type") == "execute"]
+        feed = iter(replies)
+
+        def model(turn: Any) -> Json:
+            r = next(feed, None)
+            if r is None or "error" in r:
+                raise RuntimeError("the model failed")
+            return r.get("raw", r)
+
+        steps: list[tuple[str, int | None]] = []
+        run_loop(model, tools=outcome_tools(cfg["tools"], outcomes), limits=_limits(cfg.get("limits")),
+                 mode=cfg.get("mode"), on_limit=cfg.get("onLimit"), principal=cfg.get("principal", "anonymous"),
+                 observer=lambda s, t: steps.append((t.id, s.requests[-1].index if s.requests else None)))
+    except Exception:
+        return None
+    return steps

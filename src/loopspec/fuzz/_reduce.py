@@ -1,0 +1,205 @@
+"""Reduction: a finding becomes a minimal case that fails in a fresh process.
+
+The reducer is the project's own (delta debugging over the step data), and every candidate is
+re-run against a live implementation — never decided from the data alone:
+
+1. :func:`minimize` deletes steps (large chunks first), calls, model rounds, script entries,
+   argument keys and unused tools, and lowers budgets and limits, keeping a change whenever the
+   candidate still fails with the same rule — on the campaign's live process (each ``batch.run`` /
+   ``loop.run`` starts fresh by the protocol, so a live process is as good as a new one for a
+   correct-in-that-respect implementation, and much faster);
+2. :func:`replay_case` re-checks the result in a **fresh** process. A case that only fails after
+   what the live process ran before is re-reduced with that history, in fresh processes; one that
+   never reproduces is reported as P7 (nondeterministic, or state kept between runs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._judge import Verdict, judge
+from ._adapter import Impl, ImplFactory
+from ._harness import LATE_GRACE, amend_late, failed_start_trace, late_message, run_step, trace_failed
+from ._model import Finding, ReplayResult
+
+__all__ = ["candidates", "minimize", "replay_case", "step_candidates"]
+
+Json = Any
+
+Check = Callable[[list[dict[str, Json]]], "Finding | None"]
+
+
+# --------------------------------------------------------------------------------------------
+# Running a case
+# --------------------------------------------------------------------------------------------
+
+
+def run_steps(steps: Sequence[Mapping[str, Json]], impl_for: Callable[[], Impl], release: Callable[[Impl], None],
+              *, profile: str | None = None, judge_fn: Callable[..., Verdict] = judge,
+              grace: float = LATE_GRACE, keep: bool = False, between: float = 0.002) -> ReplayResult:
+    """Run ``steps`` in order on the implementation ``impl_for()`` gives (again after a protocol
+    failure, after ``release`` of the broken one), stop at the first divergence. A message the
+    implementation sends after an answer is that step's finding (waiting ``grace`` seconds after
+    the last step's answer, ``between`` seconds before each next step: a message sent right after
+    an answer can take that long to arrive). ``keep``: a live implementation stays open at the end."""
+    verdicts: list[Verdict] = []
+    traces: list[dict[str, Json]] = []
+    impl: Impl | None = None
+    try:
+        for n, step in enumerate(steps):
+            if impl is None:
+                try:
+                    impl = impl_for()
+                except Exception as exc:
+                    from ._rpc import ProtocolFailure
+
+                    f = exc if isinstance(exc, ProtocolFailure) else ProtocolFailure("P1", "exited", str(exc))
+                    trace = failed_start_trace(step, f)
+                    traces.append(trace)
+                    verdicts.append(judge_fn(trace, profile=profile))
+                    break
+            elif traces and traces[-1]["events"][-1].get("type") == "response":
+                late = late_message(impl, f"{traces[-1]['kind']}.run", wait=between)
+                if late is not None:  # the step before answered, then sent more: that step's finding
+                    amend_late(traces[-1], late)
+                    verdicts[-1] = judge_fn(traces[-1], profile=profile)
+                    break
+            trace = run_step(impl, step)
+            if n == len(steps) - 1 and grace and trace["events"][-1].get("type") == "response":
+                late = late_message(impl, f"{trace['kind']}.run", wait=grace)
+                if late is not None:
+                    amend_late(trace, late)
+            traces.append(trace)
+            failed = trace_failed(trace)
+            v = judge_fn(trace, profile=profile)
+            verdicts.append(v)
+            if failed:
+                release(impl)
+                impl = None
+            if not v.ok:
+                break
+    finally:
+        if impl is not None and (not keep or not getattr(impl, "healthy", True)):
+            release(impl)
+    return ReplayResult(verdicts, traces)
+
+
+def replay_case(case: Mapping[str, Json], factory: ImplFactory, *, profile: str | None = None) -> ReplayResult:
+    """Run the steps of ``case`` in order against a fresh implementation; stop at the first divergence
+    (judged under ``profile``, default: the case's own, else the strict spec)."""
+    if profile is None and isinstance(case.get("profile"), str) and case["profile"] != "strict":
+        profile = case["profile"]
+    steps: Sequence[Mapping[str, Json]] = case["steps"]
+    mode = steps[0].get("kind", "batch") if steps else "batch"
+    return run_steps(steps, lambda: factory.open(mode), factory.release, profile=profile)
+
+
+def as_finding(rr: ReplayResult, steps: Sequence[Mapping[str, Json]], rule: str | None = None) -> Finding | None:
+    """The divergence of a run (with the steps up to it), if it is of ``rule`` (any rule when None)."""
+    v = rr.verdict
+    if v is None or v.violation is None or (rule is not None and v.violation.rule != rule):
+        return None
+    n = len(rr.verdicts)
+    return Finding(v, [dict(s) for s in steps[:n]], rr.traces[:n])
+
+
+# --------------------------------------------------------------------------------------------
+# Candidates: every way to make a case smaller by one part
+# --------------------------------------------------------------------------------------------
+
+
+def _drop(seq: Sequence[Any], j: int) -> list[Any]:
+    return [*seq[:j], *seq[j + 1:]]
+
+
+def _argument_candidates(calls: Sequence[Json]) -> list[list[Json]]:
+    out = []
+    for j, c in enumerate(calls):
+        if isinstance(c, dict) and isinstance(c.get("arguments"), dict):
+            for key in c["arguments"]:
+                args = {k: v for k, v in c["arguments"].items() if k != key}
+                out.append([*calls[:j], {**c, "arguments": args}, *calls[j + 1:]])
+    return out
+
+
+def step_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
+    """Every step obtained from ``step`` by removing or lowering one part."""
+    out: list[dict[str, Json]] = []
+    cfg = step["config"]
+    script = step.get("script", [])
+    if step.get("kind", "batch") == "loop":
+        model = step.get("model", [])
+        out += [{**step, "model": _drop(model, i)} for i in range(len(model))]
+        for i, reply in enumerate(model):
+            calls = reply.get("calls") if isinstance(reply, dict) else None
+            if isinstance(calls, list):
+                for j in range(len(calls)):
+                    out.append({**step, "model": [*model[:i], {"calls": _drop(calls, j)}, *model[i + 1:]]})
+                for new in _argument_candidates(calls):
+                    out.append({**step, "model": [*model[:i], {"calls": new}, *model[i + 1:]]})
+        limits = cfg.get("limits", {})
+        for key, value in limits.items():
+            if value is not None and key != "maxRetries":
+                out.append({**step, "config": {**cfg, "limits": {**limits, key: None}}})
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                out.append({**step, "config": {**cfg, "limits": {**limits, key: value - 1}}})
+        used = {c.get("name") for r in model if isinstance(r, dict) and isinstance(r.get("calls"), list)
+                for c in r["calls"] if isinstance(c, dict)}
+    else:
+        calls = step.get("calls", [])
+        out += [{**step, "calls": _drop(calls, j)} for j in range(len(calls))]
+        out += [{**step, "calls": new} for new in _argument_candidates(calls)]
+        budget = cfg.get("budget")
+        if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
+            out.append({**step, "config": {**cfg, "budget": budget - 1}})
+        used = {c.get("name") for c in calls if isinstance(c, dict)}
+    out += [{**step, "script": _drop(script, j)} for j in range(len(script))]
+    tools = cfg["tools"]
+    out += [{**step, "config": {**cfg, "tools": _drop(tools, j)}}
+            for j in range(len(tools)) if tools[j]["name"] not in used and len(tools) > 1]
+    for j, t in enumerate(tools):
+        if t.get("maxExecutions") is not None:
+            out.append({**step, "config": {**cfg, "tools": [*tools[:j], {k: v for k, v in t.items()
+                                                                        if k != "maxExecutions"}, *tools[j + 1:]]}})
+    return out
+
+
+def candidates(steps: list[dict[str, Json]]) -> list[list[dict[str, Json]]]:
+    """Every case obtained by removing one part of ``steps``: the last step alone first, then
+    chunks of steps (ddmin: a long history shrinks in logarithmic time), single steps, then the
+    parts of each step."""
+    out: list[list[dict[str, Json]]] = []
+    if len(steps) > 1:
+        out.append(steps[-1:])
+    size = len(steps) // 2
+    while size >= 2:
+        out += [steps[:i] + steps[i + size:] for i in range(0, len(steps), size)]
+        size //= 2
+    if len(steps) > 1:
+        out += [_drop(steps, i) for i in range(len(steps))]
+    for i, step in enumerate(steps):
+        out += [[*steps[:i], new, *steps[i + 1:]] for new in step_candidates(step)]
+    return out
+
+
+def minimize(finding: Finding, check: Check, *, deadline: float, max_runs: int = 600) -> tuple[Finding, int]:
+    """Greedy delta debugging: take the first candidate that is smaller and still fails with the
+    same rule (as ``check`` says, running it), until no candidate is, the deadline passes or
+    ``max_runs`` runs were made. Returns the smallest finding and the number of runs."""
+    best = finding
+    runs = 0
+    improved = True
+    while improved and runs < max_runs and time.monotonic() < deadline:
+        improved = False
+        for cand in candidates(best.steps):
+            if runs >= max_runs or time.monotonic() >= deadline:
+                break
+            runs += 1
+            found = check(cand)
+            if found is not None and found.rule == best.rule and found.size < best.size:
+                best = found
+                improved = True
+                break
+    return best, runs
