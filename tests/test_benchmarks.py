@@ -4,6 +4,7 @@ asserted: performance figures are read, never tested)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,22 @@ def test_check_speed_prints_limit_check_and_skeleton() -> None:
     out = _run("check_speed.py", "--events", "3000", "--repeat", "1", "--memory", "--jobs", "2")
     assert "parse only" in out and "(the limit)" in out and "check/limit" in out
     assert "skeleton" in out and "leaving" in out  # the lower bound the README's Measured section cites
-    assert "peak traced memory" in out
+    events = int(re.search(r"^ledger: (\d+) events, (\d+) runs", out, re.M).group(1))  # type: ignore[union-attr]
+    assert 3000 <= events < 3200
+    # every printed ratio is the ratio of the printed rates (the figures the README quotes are consistent)
+    rows = re.findall(r"parse only +([\d,]+) events/s \(the limit\) \| check +([\d,]+) events/s \| check/limit = "
+                      r"(\d+)% \| skeleton +([\d,]+) events/s = (\d+)%", out)
+    assert rows, out
+    for limit, rate, pct, skel, skel_pct in rows:
+        lim = float(limit.replace(",", ""))
+        assert abs(float(rate.replace(",", "")) / lim * 100 - int(pct)) <= 1
+        assert abs(float(skel.replace(",", "")) / lim * 100 - int(skel_pct)) <= 1
+    # check's memory, measured on a child process (the kernel's peak RSS, which sees the parser), exit 0
+    m = re.search(r"peak RSS of loopspec check \(a child process, the kernel's figure\): ([\d.]+) MB while checking "
+                  r"(\d+) events, exit (\d+)", out)
+    assert m is not None, out
+    assert 10 < float(m.group(1)) < 200 and int(m.group(2)) == events and m.group(3) == "0", m.group(0)
+    assert "peak traced memory (tracemalloc" in out
     assert "check --jobs 2" in out and "best: check/limit = " in out  # the --jobs ratio on one file
 
 

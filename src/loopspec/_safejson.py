@@ -193,8 +193,8 @@ def _digit_run(n: int) -> tuple[re.Pattern[str], re.Pattern[bytes]]:
     return p
 
 
-#: bytes.translate table: every ASCII digit becomes "0", everything else a space.
-_DIGITS_AS_ZERO: Final = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+#: bytes.translate table: every ASCII digit becomes "0", "[" and "{" become "[", everything else a space.
+_SHAPE: Final = bytes(48 if 48 <= i <= 57 else 91 if i in (91, 123) else 32 for i in range(256))
 
 _SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
@@ -374,9 +374,10 @@ def fast_loader(limits: Limits = DEFAULT_LIMITS) -> Callable[[Any], Json]:
 
         def load(data: Any) -> Json:
             if data.__class__ is bytes:
-                if zeros in data.translate(_DIGITS_AS_ZERO):  # a long digit run: orjson could turn it to a float
+                shape = data.translate(_SHAPE)  # digits as "0", "[" and "{" as "[", the rest as " "
+                if zeros in shape:  # a long digit run: orjson could turn it to a float
                     return _canonical(data, limits)
-                deep = len(data) > shallow and data.count(b"[") + data.count(b"{") > max_depth
+                deep = len(data) > shallow and shape.count(b"[") > max_depth
             elif data.__class__ is str:
                 if s_search(data) is not None:
                     return _canonical(data, limits)

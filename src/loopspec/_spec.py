@@ -491,6 +491,16 @@ def _known(ctx: _Ctx, table: str, eid: str, fld: str, value: str, known: Iterabl
 
 def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
     """Parse and validate spec text. Raises :class:`SpecError` naming the bad entry."""
+    try:
+        return _parse_spec(text, path)
+    except SpecError:
+        raise
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:  # a value of an unexpected shape
+        raise SpecError(f"a value of the wrong type or shape where the spec expects another "
+                        f"({type(exc).__name__}: {exc})", path=path) from None
+
+
+def _parse_spec(text: str, path: str) -> Spec:
     ctx = _Ctx(text, path)
     try:  # TOML under the limits JSON input gets (depth, integer digits, finite numbers)
         doc = _safejson.parse_toml(text)
@@ -842,7 +852,7 @@ def _parse_profiles(ctx: _Ctx, doc: Mapping[str, Any]) -> tuple[tuple[Parameter,
         for n, c in enumerate(raw, start=1):
             fld = f"choice[{n}]"
             param = c.get("parameter")
-            if param not in by_id:
+            if not isinstance(param, str) or param not in by_id:
                 raise ctx.error("profile", pid, f"{fld}.parameter", f"unknown parameter {param!r}")
             if any(x.parameter == param for x in choices):
                 raise ctx.error("profile", pid, f"{fld}.parameter", f"parameter {param!r} is set twice")

@@ -190,6 +190,7 @@ def small_files() -> dict[str, bytes]:
     f["bounds-inf.toml"] = _replace(bounds, "[scope.batch]", "[scope.batch]\nweight = inf").encode()
     f["bounds-huge-int.toml"] = _replace(bounds, "[scope.batch]", "[scope.batch]\nweight = " + "9" * 5000).encode()
     f["bounds-syntax.toml"] = b"# bounds\n\n[scope.batch\ncalls = 2\n"
+    f["bounds-evil-scope.toml"] = _replace(bounds, "[scope.batch]", '[scope."ba\\u001b[2J\\ntch"]').encode()
     f["spec-deep.toml"] = ("[meta]\nextra = " + _deep(3000) + "\n").encode()
     f["spec-bad-utf8.toml"] = b'[meta]\nname = "loop"\n# \xc3( not UTF-8\n'
     f["spec-huge-int.toml"] = b"[meta]\nextra = " + b"9" * 30 + b"\n"

@@ -162,6 +162,8 @@ CASES = [
       errors=(("bounds-huge-int.toml", _line_of("bounds-huge-int.toml", b"weight = "), "an integer of 5000 digits"),)),
     C("bounds: TOML syntax", "verify", "--bounds", "bounds-syntax.toml", exit=2,
       errors=(("bounds-syntax.toml", 3, "not valid TOML"),)),
+    C("bounds: control characters in a scope name", "verify", "--bounds", "bounds-evil-scope.toml", exit=2,
+      errors=(("bounds-evil-scope.toml", None, "scope.'ba\\x1b[2J\\ntch': a scope name is letters, digits"),)),
     # -- spec --file -----------------------------------------------------------------------------
     C("spec: nested 3000 deep", "spec", "--file", "spec-deep.toml", exit=2,
       errors=(("{abs}spec-deep.toml", 2, "nested more than 128 levels deep"),)),

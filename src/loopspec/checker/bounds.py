@@ -7,6 +7,7 @@ and the field. ``--bound scope.key=value`` overrides a field of a scope from the
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -283,6 +284,8 @@ def parse_bounds(doc: Mapping[str, Any], path: str = "<bounds>") -> Bounds:
         raise _err(path, "scope", "expected at least one [scope.NAME]")
     scopes = {}
     for name, raw in raw_scopes.items():
+        if not _SCOPE_NAME.fullmatch(name):  # it is printed, given to --scope and used in file names
+            raise _err(path, f"scope.{name!r}", "a scope name is letters, digits, '_' and '-'")
         if not isinstance(raw, dict):
             raise _err(path, f"scope.{name}", "expected a table")
         scopes[name] = _scope(path, name, raw)
@@ -302,6 +305,9 @@ def _check_scope_tools(path: str, sc: Scope, tools: Sequence[ToolDef], values: S
             raise _err(path, f"scope.{sc.name}.tool_limits", f"no [[tool]] named {n!r}")
     if sc.values is not None and sc.values > len(values):
         raise _err(path, f"scope.{sc.name}.values", f"at most {len(values)} (the values listed)")
+
+
+_SCOPE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def load_bounds(path: str | Path | None = None) -> Bounds:

@@ -81,7 +81,8 @@ def register(sub: Any) -> None:
     p.add_argument("--validate", action="store_true",
                    help="validate every ledger event against spec/schema/ledger-event.schema.json (slower)")
     p.add_argument("--max-line-bytes", type=int, default=DEFAULT_MAX_LINE, metavar="N",
-                   help=f"skip (and report) lines longer than N bytes (default {DEFAULT_MAX_LINE})")
+                   help=f"skip (and report) lines longer than N bytes; a transcript or trace file that is one "
+                        f"JSON document may not be longer either (default {DEFAULT_MAX_LINE}, 16 MiB)")
     add_progress_option(p)
     p.set_defaults(handler=handle)
 

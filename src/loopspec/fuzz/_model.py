@@ -178,7 +178,40 @@ def load_case(path: str | Path) -> dict[str, Json]:
             raise CaseError(f"{p}: steps[{i}].calls: must be a list")
         if not isinstance(s.get("script", []), list):
             raise CaseError(f"{p}: steps[{i}].script: must be a list")
+        problem = _step_problem(s)
+        if problem is not None:
+            raise CaseError(f"{p}: steps[{i}].{problem}")
     return doc
+
+
+def _step_problem(step: Mapping[str, Json]) -> str | None:
+    """What makes a case step impossible to replay (the configuration the judge reads, the tool
+    script, the model's replies), named by field; None when it can be replayed."""
+    from .. import _core as core
+    from .._judge import TraceError, parse_batch_config
+    from .._judge_loop import parse_loop_config
+
+    kind = step.get("kind", "batch")
+    try:
+        if kind == "batch":
+            cfg = step["config"]
+            parse_batch_config(cfg)
+            for k in ("budget", "mode", "principal"):
+                if k not in cfg:
+                    return f"config.{k}: missing"
+        else:
+            parse_loop_config(step["config"])
+    except TraceError as exc:
+        return f"{exc.where}: {exc.message}"
+    for k, entry in enumerate(step.get("script", [])):
+        if not isinstance(entry, dict) or not (("value" in entry) ^ ("fail" in entry)):
+            return f"script[{k}]: must be {{\"value\": V}} or {{\"fail\": CATEGORY}}"
+        if "fail" in entry and entry["fail"] not in core.FAILURE_CATEGORIES:
+            return f"script[{k}].fail: one of {', '.join(core.FAILURE_CATEGORIES)}"
+    model = step.get("model", [])
+    if kind == "loop" and (not isinstance(model, list) or not all(isinstance(r, dict) for r in model)):
+        return "model: must be a list of replies (objects)"
+    return None
 
 
 @dataclass

@@ -53,7 +53,8 @@ def is_pydantic_ai(entries: Json) -> bool:
 
 def is_langchain(entries: Json) -> bool:
     return (isinstance(entries, list) and bool(entries) and all(
-        isinstance(e, dict) and e.get("type") in _LC_TYPES and isinstance(e.get("data"), dict) for e in entries))
+        isinstance(e, dict) and isinstance(e.get("type"), str) and e.get("type") in _LC_TYPES
+        and isinstance(e.get("data"), dict) for e in entries))
 
 
 def detect_format(doc: Json) -> str | None:
