@@ -27,6 +27,42 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
 
 
+#: What a report may write to a terminal besides printable text: newline, tab and the colour
+#: sequences of :func:`paint` (SGR: ESC [ digits/semicolons m), which change colour only.
+_STREAM_UNSAFE: Final = re.compile("\x1b\\[[0-9;]*m|[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: The same, for a stream that also carries the progress line (carriage return, erase to end of line).
+_PROGRESS_UNSAFE: Final = re.compile("\r\x1b\\[K|" + _STREAM_UNSAFE.pattern)
+
+
+def _stream_escape(m: re.Match[str]) -> str:
+    s = m.group()
+    return s if len(s) > 1 else f"\\u{ord(s):04x}"
+
+
+class SafeStream:
+    """A text stream that escapes, as ``\\uNNNN``, every character a terminal could act on (cursor
+    moves, screen clears, titles, hyperlinks, bidi overrides) — wherever in a report it came from.
+    Newlines, tabs and colour sequences pass (and, with ``progress``, the progress line's carriage
+    return + erase-line). ``\\uNNNN`` keeps a JSON document valid JSON (such characters can only
+    occur inside its strings), so one guard serves both formats. Everything else (``isatty``,
+    ``fileno``, ``encoding``, ``flush``…) is the wrapped stream's."""
+
+    def __init__(self, stream: Any, *, progress: bool = False) -> None:
+        self._stream = stream
+        self._unsafe = _PROGRESS_UNSAFE if progress else _STREAM_UNSAFE
+
+    def write(self, text: str) -> int:
+        self._stream.write(self._unsafe.sub(_stream_escape, text) if self._unsafe.search(text) else text)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def printable_lines(text: str) -> str:
     """:func:`printable` for each line of a multi-line text of our own (its newlines are kept)."""
     return "\n".join(printable(line) for line in text.split("\n"))

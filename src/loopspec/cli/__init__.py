@@ -23,7 +23,7 @@ from typing import Any
 
 from .._engine import EngineError
 from .._spec import SpecError, using_spec
-from .._text import printable
+from .._text import SafeStream, printable
 from ._common import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError, plain_help
 
 __all__ = ["COMMAND_MODULES", "EXIT_FOUND", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
@@ -49,6 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command (the ``loopspec`` entry point); returns its exit code. Everything a command
+    prints goes through :class:`~loopspec._text.SafeStream`: whatever an input file or an
+    implementation put in a report, no control character reaches the terminal raw."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err, progress=True)  # type: ignore[assignment]
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:

@@ -39,7 +39,7 @@ from typing import Any
 
 from .._judge import judge
 from .._spec import default_spec_path, load_rules, load_spec, spec_chosen, using_spec
-from .._text import write_atomic
+from .._text import printable_lines, write_atomic
 from ._adapter import Impl, ImplFactory, Target
 from ._coverage import Coverage
 from ._exercised import exercised
@@ -562,8 +562,10 @@ class Campaign:
         case = f.case_json(self.meta())
         case["provisional"] = not f.shrunk
         write_atomic(base.with_suffix(".json"), json_text(case))
-        write_atomic(base.with_suffix(".txt"), render_finding(f, self.factory.describe(), f"{base}.json",
-                                                              not f.shrunk, replay_impl=self.replay_impl()))
+        # the explanation quotes what the implementation sent: no control character reaches a reader's
+        # terminal through `cat R7.txt` either
+        write_atomic(base.with_suffix(".txt"), printable_lines(render_finding(
+            f, self.factory.describe(), f"{base}.json", not f.shrunk, replay_impl=self.replay_impl())))
         paths = [str(base.with_suffix(".json")), str(base.with_suffix(".txt"))]
         dt = diagram_trace(f)
         if dt is not None:
