@@ -177,6 +177,9 @@ def _assert_text_safe(out: str, err: str) -> None:
     assert m is None, f"control character {m.group()!r} reached the terminal:\n{out[-2000:]}\n{err[-2000:]}"
 
 
+#: states a mutated bounds file may make one scope explore in the fuzz (see test_bounds_files)
+STATE_BUDGET = 300
+
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("LOOPSPEC_FUZZ_RANDOM"),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
@@ -301,18 +304,26 @@ def _toml_kind(path: Path) -> st.SearchStrategy[bytes]:
 @FUZZ
 @given(data=_toml_kind(ROOT / "spec" / "bounds.toml"))
 def test_bounds_files(tmp_path: Path, data: bytes) -> None:
-    """Reading a bounds file (verify --bounds) to the point of exploring: the exploration itself is
-    bounded by the file, so it is not run here."""
+    """A bounds file (verify --bounds) read and explored: every scope that loads is model-checked up to
+    a state budget (the file itself sets how large an exploration is, so the budget keeps each example
+    short; running out of it is the only stop allowed besides a finding)."""
     from loopspec.checker.bounds import BoundsError, load_bounds
+    from loopspec.checker.explore import explore
 
     f = _file(tmp_path, ".toml", data)
     with _debug():
         try:
             bounds = load_bounds(f)
-            for name in list(bounds.scopes):
-                bounds.scope(name)
+            scopes = [bounds.scope(name) for name in list(bounds.scopes)]
         except BoundsError as exc:
             _assert_text_safe(str(exc), "")
+            return
+        for scope in scopes:
+            try:
+                explore(bounds, scope, max_states=STATE_BUDGET)
+            except RuntimeError as exc:
+                if not str(exc).startswith(f"more than {STATE_BUDGET} states"):
+                    raise
 
 
 @FUZZ
