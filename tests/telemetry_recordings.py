@@ -246,11 +246,14 @@ def record_pydantic_ai(sc: dict[str, Any], out: Path, stem: str, seed: int) -> N
 
 def record_openai_agents(sc: dict[str, Any], out: Path, stem: str, seed: int) -> None:
     import httpx
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_trace_processors
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_trace_processors, set_tracing_disabled
     from openai import AsyncOpenAI
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     rec = _recorder()
+    # tracing is what is recorded here: on, whatever the environment says (loopspec's own Agents SDK
+    # adapter turns it off, and a run under pytest may inherit that)
+    set_tracing_disabled(False)
     if "openai-agents" not in rec.instrumented:
         set_trace_processors([])  # no exporter to OpenAI: only the OpenTelemetry bridge below
         OpenAIAgentsInstrumentor().instrument(tracer_provider=rec.provider)
@@ -349,6 +352,7 @@ def record(out: Path) -> list[dict[str, Any]]:
     """Make every recording into ``out``; return the manifest entries."""
     os.environ.setdefault("OPENAI_API_KEY", "sk-scripted")  # never used: the transport is scripted
     os.environ.setdefault("LOGFIRE_IGNORE_NO_CONFIG", "1")
+    os.environ.pop("OPENAI_AGENTS_DISABLE_TRACING", None)  # read by the SDK when a trace starts
     manifest: list[dict[str, Any]] = []
     for seed, sc in enumerate(SCENARIOS, start=1):
         fw = sc["framework"]

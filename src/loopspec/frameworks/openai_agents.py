@@ -73,12 +73,11 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
 
     def __init__(self) -> None:
         os.environ.setdefault("OPENAI_API_KEY", "sk-loopspec-dummy")  # never used: the model is scripted
-        os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
         from importlib.metadata import version
 
         from agents import set_tracing_disabled
 
-        set_tracing_disabled(True)
+        set_tracing_disabled(True)  # in this process only: the environment is left as it was
         self.version = version("openai-agents")
 
     def unrepresentable(self, call: Json) -> str | None:
