@@ -747,7 +747,7 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
                             "give --rules FILE)", path=str(p)) from None
         raise SpecError(f"cannot read the rules: {exc.message()}", path=str(p), line=exc.line or 0) from None
     spec = spec or load_spec()
-    inv_ids = {i.id for i in spec.invariants}
+    inv_ids = {i.id for i in spec.invariants} | _write_invariant_ids(p.with_name("writes.toml"))
     rules: list[Rule] = []
     current: dict[str, Any] | None = None
 
@@ -776,6 +776,16 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
             current["checks"] = invs
     close()
     return tuple(rules)
+
+
+def _write_invariant_ids(path: Path) -> set[str]:
+    """The invariants of section 6 (``writes.toml`` beside SPEC.md), which its rules may cite; none when
+    there is no such file (a user's spec without section 6)."""
+    if not path.is_file():
+        return set()
+    from ._writes_spec import load_write_spec  # section 6's own loader (it imports this module)
+
+    return {i.id for i in load_write_spec(path).invariants}
 
 
 _HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
