@@ -70,5 +70,10 @@ def test_fuzz_ttc_runs_ours_and_the_naive_driver() -> None:
 
 @pytest.mark.slow
 def test_verify_speed_quick_runs() -> None:
-    out = _run("verify_speed.py", "--quick", timeout=600)
-    assert "states" in out
+    out = _run("verify_speed.py", "--quick", "--scope", "concurrent", timeout=600)
+    from loopspec.checker.bounds import load_bounds
+
+    expected = load_bounds().scope("concurrent").expected["states"]
+    row = re.search(r"^concurrent\s+([\d,]+) ", out, re.M)
+    assert row and int(row.group(1).replace(",", "")) == expected, out  # the committed state count
+    assert "time to exhaust the scopes measured" in out

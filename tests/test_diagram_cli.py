@@ -13,7 +13,8 @@ from loopspec import Ledger, Tool, run_batch
 from loopspec.cli import main
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
-TEXT_FILES = ["machine.dot", "machine.mmd", "machine.md", "check-order.dot", "check-order.mmd", "check-order.md"]
+TEXT_FILES = ["machine.dot", "machine.mmd", "machine.md", "check-order.dot", "check-order.mmd", "check-order.md",
+              "writes.dot", "writes.mmd", "writes.md"]
 
 
 @pytest.fixture
@@ -36,7 +37,8 @@ def test_default_writes_every_format(tmp_path) -> None:
     out = tmp_path / "d"
     assert main(["diagram", "--out", str(out)]) == 0
     names = {p.name for p in out.iterdir()}
-    assert names == set(TEXT_FILES) | {"machine.svg", "machine.png", "check-order.svg", "check-order.png"}
+    assert names == set(TEXT_FILES) | {"machine.svg", "machine.png", "check-order.svg", "check-order.png",
+                                       "writes.svg", "writes.png"}
     assert (out / "machine.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "machine.svg").read_text(encoding="utf-8").lstrip().startswith("<?xml")
     assert (out / "machine.svg").stat().st_mode & 0o044, "published files are readable by others (umask)"
@@ -55,7 +57,7 @@ def test_missing_dot_still_writes_text_and_exits_0(tmp_path, capsys, no_dot) -> 
 def test_missing_dot_with_explicit_rendered_format_exits_2(tmp_path, capsys, no_dot, fmt: str) -> None:
     out = tmp_path / "d"
     assert main(["diagram", "--out", str(out), "--format", fmt, "--format", "md"]) == 2
-    assert sorted(p.name for p in out.iterdir()) == ["check-order.md", "machine.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["check-order.md", "machine.md", "writes.md"]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "install Graphviz" in err[0]
 
@@ -149,4 +151,4 @@ def test_graphviz_failure_is_one_line_exit_2(tmp_path, monkeypatch, capsys) -> N
     monkeypatch.setenv("PATH", str(fake))
     assert main(["diagram", "--out", str(tmp_path / "o"), "--format", "svg"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and all("Graphviz failed: Error: broken renderer" in e for e in err)
+    assert len(err) == 3 and all("Graphviz failed: Error: broken renderer" in e for e in err)  # machine, check-order, writes

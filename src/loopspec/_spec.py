@@ -152,6 +152,12 @@ class Rule:
     title: str
     invariants: tuple[str, ...]
     line: int
+    section: int = 0  # the number of the `## N.` section it is in
+
+
+#: SPEC.md's section 6 (write tools that survive crashes): its rules are about the operation ledger, not the
+#: run ledger or the loop machine; the oracle and the fuzzer, which judge the loop, leave them out.
+WRITE_SECTION: Final = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -729,6 +735,7 @@ def _closure(start: set[str], succ: Mapping[str, set[str]]) -> set[str]:
 # --------------------------------------------------------------------------------------------
 
 _RULE_HEAD = re.compile(r"^#{2,4}\s+(R\d+)\s+\((MUST|SHOULD|MAY)\)\s+(.+?)\s*$")
+_SECTION_HEAD = re.compile(r"^##\s+(\d+)\.\s")
 _CHECKS = re.compile(r"^\s*Checked by:\s*(.+?)\s*$")
 
 
@@ -747,7 +754,7 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
                             "give --rules FILE)", path=str(p)) from None
         raise SpecError(f"cannot read the rules: {exc.message()}", path=str(p), line=exc.line or 0) from None
     spec = spec or load_spec()
-    inv_ids = {i.id for i in spec.invariants}
+    inv_ids = {i.id for i in spec.invariants} | _write_invariant_ids(p.with_name("writes.toml"))
     rules: list[Rule] = []
     current: dict[str, Any] | None = None
 
@@ -756,14 +763,19 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
             return
         if current["checks"] is None:
             raise SpecError("rule has no 'Checked by:' line", entry=f"rule {current['id']}", path=str(p), line=current["line"])
-        rules.append(Rule(current["id"], current["strength"], current["title"], tuple(current["checks"]), current["line"]))
+        rules.append(Rule(current["id"], current["strength"], current["title"], tuple(current["checks"]), current["line"],
+                          current["section"]))
 
+    section = 0
     for n, line in enumerate(text.splitlines(), start=1):
+        if m := _SECTION_HEAD.match(line):
+            section = int(m.group(1))
         if m := _RULE_HEAD.match(line):
             close()
             if any(r.id == m.group(1) for r in rules):
                 raise SpecError(f"duplicate rule id {m.group(1)}", entry=f"rule {m.group(1)}", path=str(p), line=n)
-            current = {"id": m.group(1), "strength": m.group(2), "title": m.group(3), "checks": None, "line": n}
+            current = {"id": m.group(1), "strength": m.group(2), "title": m.group(3), "checks": None, "line": n,
+                       "section": section}
         elif line.startswith("#") and current is not None and not line.startswith("####"):
             close()
             current = None
@@ -776,6 +788,16 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
             current["checks"] = invs
     close()
     return tuple(rules)
+
+
+def _write_invariant_ids(path: Path) -> set[str]:
+    """The invariants of section 6 (``writes.toml`` beside SPEC.md), which its rules may cite; none when
+    there is no such file (a user's spec without section 6)."""
+    if not path.is_file():
+        return set()
+    from ._writes_spec import load_write_spec  # section 6's own loader (it imports this module)
+
+    return {i.id for i in load_write_spec(path).invariants}
 
 
 _HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")

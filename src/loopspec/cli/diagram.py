@@ -2,7 +2,8 @@
 
 Writes, into ``--out`` (default ``diagrams/``), for each diagram one file per format:
 
-* ``machine.*`` — the loop machine; ``check-order.*`` — the per-call check order (R1);
+* ``machine.*`` — the loop machine; ``check-order.*`` — the per-call check order (R1); ``writes.*`` —
+  one write's operation in the operation ledger (section 6, from ``writes.toml`` beside the spec);
 * with ``--trace`` / ``--coverage``: only the overlaid machine, ``machine-trace.*``,
   ``machine-coverage.*`` or ``machine-trace-coverage.*``.
 
@@ -30,6 +31,7 @@ import graphviz
 from .. import _safejson
 from .._spec import Spec, load_rules, load_spec
 from .._text import printable, write_atomic
+from .._writes_spec import load_write_spec
 from ..render import (
     OverlayError,
     check_flow_dot,
@@ -45,6 +47,7 @@ from ..render import (
     read_coverage,
     read_trace,
 )
+from ..render.writes import writes_dot, writes_markdown, writes_mermaid
 from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_spec_option
 
 FORMATS: Final = ("svg", "png", "dot", "mermaid", "md")
@@ -105,6 +108,16 @@ def _rules(spec: Spec, spec_file: str | None) -> tuple[Any, ...]:
     return ()
 
 
+def _write_jobs(spec: Spec) -> list[Job]:
+    """``writes.*``: the operation machine of section 6, when ``writes.toml`` is beside the spec."""
+    path = Path(spec.path).with_name("writes.toml") if spec.path else None
+    if path is None or not path.is_file():
+        return []
+    ws = load_write_spec(path)
+    return [Job("writes", writes_dot(ws), writes_dot(ws, dpi=PNG_DPI), writes_mermaid(ws),
+                writes_markdown(ws, image="writes.svg"))]
+
+
 def jobs(spec: Spec, rules: tuple[Any, ...], trace_file: str | None, coverage_file: str | None,
          run: str | None) -> list[Job]:
     machine = extract_machine(spec, rules)
@@ -115,6 +128,7 @@ def jobs(spec: Spec, rules: tuple[Any, ...], trace_file: str | None, coverage_fi
                 machine_markdown(machine, image="machine.svg")),
             Job("check-order", check_flow_dot(flow), check_flow_dot(flow, dpi=PNG_DPI), check_flow_mermaid(flow),
                 check_flow_markdown(flow, image="check-order.svg")),
+            *_write_jobs(spec),
         ]
     try:
         trace = read_trace(_read(trace_file), trace_file, machine, run) if trace_file else None

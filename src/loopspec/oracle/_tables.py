@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from .. import _core as core
-from .._spec import Spec, Transition, load_rules
+from .._spec import WRITE_SECTION, Spec, Transition, load_rules
 
 #: Ledger format v1: the events an effect records, in order. Each entry is the set of event types
 #: allowed at that position (the model's reply is one of three events).
@@ -109,7 +109,7 @@ def _rules(spec: Spec) -> dict[str, tuple[str, ...]]:
         rules = load_rules(path, spec=spec) if path is not None and path.is_file() else load_rules(spec=spec)
     except (OSError, ValueError):
         rules = ()
-    return {r.id: r.invariants for r in rules}
+    return {r.id: r.invariants for r in rules if r.section != WRITE_SECTION}  # section 6: the operation ledger
 
 
 def build_tables(spec: Spec) -> Tables:
