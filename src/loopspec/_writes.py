@@ -1,0 +1,210 @@
+"""The pure core of SPEC.md section 6: write tools that survive crashes. No I/O.
+
+* :func:`idempotency_key` — the business key of a write (R37): named arguments + trusted principal
+  (+ the run id under the scope ``run``), never the call id.
+* :class:`WriteTool` — a write's declaration (R36–R38), checked by :func:`write_tool_problems`.
+* :data:`OP_TRANSITIONS` / :func:`op_step` — one operation's machine (``spec/writes.toml``).
+* The **decisions** the engine (:mod:`loopspec._oplog`) and the model checker
+  (:mod:`loopspec.checker.writes`) both follow: :func:`on_request` (what a request for a key does,
+  given the key's operation state), :func:`on_response` (how the external system's answer is
+  recorded), :func:`on_lookup` (how a reconciliation is recorded), :func:`on_recovery` (what a
+  restart does to an operation). A broken variant (``writes.toml [[variant]]``) is a :class:`Policy`
+  whose decisions break one rule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from ._core import canonical_json
+
+__all__ = [
+    "CORRECT",
+    "KINDS",
+    "OP_STATES",
+    "OP_TRANSITIONS",
+    "RECONCILE",
+    "SCOPES",
+    "VARIANTS",
+    "OpError",
+    "Policy",
+    "WriteTool",
+    "check_against_spec",
+    "idempotency_key",
+    "on_lookup",
+    "on_recovery",
+    "on_request",
+    "on_response",
+    "op_step",
+    "write_tool_problems",
+]
+
+KINDS: Final = ("read-only", "write")
+RECONCILE: Final = ("record", "lookup", "none")
+SCOPES: Final = ("principal", "run")
+OP_STATES: Final = ("absent", "intent", "dispatched", "confirmed", "failed", "unknown")
+
+#: name -> (sources, destination): the transitions of ``writes.toml`` (checked by :func:`check_against_spec`).
+OP_TRANSITIONS: Final[Mapping[str, tuple[tuple[str, ...], str]]] = {
+    "record_intent": (("absent", "failed"), "intent"),
+    "mark_dispatched": (("intent",), "dispatched"),
+    "confirm": (("dispatched",), "confirmed"),
+    "reject": (("dispatched",), "failed"),
+    "lose_outcome": (("dispatched",), "unknown"),
+    "reconcile_applied": (("unknown",), "confirmed"),
+    "reconcile_not_applied": (("unknown",), "failed"),
+    "reconcile_unavailable": (("unknown",), "unknown"),
+    "replay": (("confirmed",), "confirmed"),
+    "abandon_intent": (("intent",), "failed"),
+}
+
+OUTCOME_UNKNOWN: Final = "OUTCOME_UNKNOWN"
+
+
+class OpError(ValueError):
+    """A transition that the operation machine does not allow from the key's state."""
+
+
+def op_step(state: str, name: str) -> str:
+    """The state after transition ``name`` from ``state`` (:class:`OpError` if it may not fire there)."""
+    sources, dest = OP_TRANSITIONS[name]
+    if state not in sources:
+        raise OpError(f"{name} cannot fire from {state!r} (only from {', '.join(sources)})")
+    return dest
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTool:
+    """A write's declaration: its key arguments (R37), what the external system offers (R38), the key's scope."""
+
+    name: str
+    key_arguments: tuple[str, ...]
+    reconcile: Literal["record", "lookup", "none"] = "record"
+    scope: Literal["principal", "run"] = "principal"
+
+
+def write_tool_problems(tool: WriteTool, input_schema: Mapping[str, Any] | None,
+                        hints: Mapping[str, Any] | None = None) -> list[str]:
+    """Definition errors of a write (R36, R37, R38); empty when it is well declared."""
+    out: list[str] = []
+    if hints and hints.get("readOnlyHint") is True:
+        out.append(f"{tool.name}: a write cannot carry readOnlyHint true (R36)")
+    if tool.reconcile not in RECONCILE:
+        out.append(f"{tool.name}: reconcile must be one of {', '.join(RECONCILE)} (R38), got {tool.reconcile!r}")
+    if tool.scope not in SCOPES:
+        out.append(f"{tool.name}: scope must be one of {', '.join(SCOPES)} (R37), got {tool.scope!r}")
+    if not tool.key_arguments:
+        out.append(f"{tool.name}: a write names at least one key argument (R37): the call id is not a key")
+    props = (input_schema or {}).get("properties") or {}
+    required = set((input_schema or {}).get("required") or ())
+    for a in tool.key_arguments:
+        t = props.get(a, {}).get("type") if isinstance(props.get(a), dict) else None
+        if t not in ("string", "integer") or a not in required:
+            out.append(f"{tool.name}: key argument {a!r} must be a required string or integer property (R37)")
+    return out
+
+
+def idempotency_key(tool: WriteTool, arguments: Mapping[str, Any], principal: str, run_id: str | None = None) -> str:
+    """The business idempotency key of a write (R37): SHA-256 (hex) of the canonical JSON of the tool, the
+    trusted principal, the scope, the run id (scope ``run`` only) and the key arguments' values. The call id
+    takes no part."""
+    if tool.scope == "run" and not run_id:
+        raise ValueError(f"{tool.name}: a key of scope `run` needs the run id")
+    missing = [a for a in tool.key_arguments if a not in arguments]
+    if missing:
+        raise ValueError(f"{tool.name}: key arguments missing: {', '.join(missing)}")
+    doc = {"tool": tool.name, "principal": principal, "scope": tool.scope,
+           "run": run_id if tool.scope == "run" else None,
+           "arguments": {a: arguments[a] for a in tool.key_arguments}}
+    canon = canonical_json(doc)
+    if canon is None:
+        raise ValueError(f"{tool.name}: key arguments are not JSON")
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Decisions. Each returns what to do next, as data; the engine and the model checker carry it out.
+# --------------------------------------------------------------------------------------------
+
+RequestAction = Literal["replay", "reconcile", "answer_unknown", "dispatch", "resume_intent"]
+Response = Literal["applied", "rejected", "lost"]
+Lookup = Literal["applied", "not_applied", "unavailable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How an implementation decides; :data:`CORRECT` follows section 6, the others are its broken variants."""
+
+    name: str = "correct"
+    key_by_call_id: bool = False       # breaks R37
+    retry_without_lookup: bool = False  # breaks R43
+    record_after_dispatch: bool = False  # breaks R39
+    timeout_as_failure: bool = False    # breaks R42
+
+
+CORRECT: Final = Policy()
+VARIANTS: Final[Mapping[str, Policy]] = {
+    "key-by-call-id": Policy("key-by-call-id", key_by_call_id=True),
+    "retry-without-lookup": Policy("retry-without-lookup", retry_without_lookup=True),
+    "record-after-dispatch": Policy("record-after-dispatch", record_after_dispatch=True),
+    "timeout-as-failure": Policy("timeout-as-failure", timeout_as_failure=True),
+}
+
+
+def on_request(state: str, reconcile: str, policy: Policy = CORRECT) -> RequestAction:
+    """What a request for a key does, given its operation's state (R43, R44, R46)."""
+    if state == "confirmed":
+        return "replay"  # W09: answered from the ledger, nothing sent
+    if state in ("unknown", "dispatched"):
+        if policy.retry_without_lookup:
+            return "dispatch"  # the broken variant: re-sent blind
+        return "answer_unknown" if reconcile == "none" else "reconcile"
+    if state == "intent":
+        return "resume_intent"  # a durable intent without a dispatch mark was never sent (R39)
+    return "dispatch"  # absent or failed: a new attempt (W01)
+
+
+def on_response(response: Response, policy: Policy = CORRECT) -> str:
+    """The transition that records the external system's answer to a send (R41, R42)."""
+    if response == "applied":
+        return "confirm"
+    if response == "rejected":
+        return "reject"
+    return "reject" if policy.timeout_as_failure else "lose_outcome"
+
+
+def on_lookup(result: Lookup) -> str:
+    """The transition that records a reconciliation (R43)."""
+    return {"applied": "reconcile_applied", "not_applied": "reconcile_not_applied",
+            "unavailable": "reconcile_unavailable"}[result]
+
+
+def on_recovery(state: str, policy: Policy = CORRECT) -> str | None:
+    """What a restart does to an operation before anything else (R46): a dispatch mark without a result is
+    an unknown outcome. ``None``: nothing."""
+    if state == "dispatched" and not policy.retry_without_lookup:
+        return "lose_outcome"
+    return None
+
+
+def check_against_spec(ws: Any) -> list[str]:
+    """Differences between this module and the loaded ``writes.toml`` (empty when they agree)."""
+    problems: list[str] = []
+    if tuple(s.id for s in ws.states) != OP_STATES:
+        problems.append(f"op states: spec says {[s.id for s in ws.states]}, core says {list(OP_STATES)}")
+    spec_t = {t.name: (tuple(t.sources), t.dest) for t in ws.transitions}
+    for name in sorted(set(spec_t) | set(OP_TRANSITIONS)):
+        if spec_t.get(name) != OP_TRANSITIONS.get(name):
+            problems.append(f"transition {name}: spec says {spec_t.get(name)}, core says {OP_TRANSITIONS.get(name)}")
+    if tuple(ws.reconcile) != RECONCILE:
+        problems.append(f"reconcile: spec says {list(ws.reconcile)}, core says {list(RECONCILE)}")
+    if tuple(ws.kinds) != KINDS or tuple(ws.scopes) != SCOPES:
+        problems.append("kinds or scopes differ")
+    if {v.id for v in ws.variants} != set(VARIANTS):
+        problems.append(f"variants: spec says {sorted(v.id for v in ws.variants)}, core says {sorted(VARIANTS)}")
+    if OUTCOME_UNKNOWN not in {c.id for c in ws.codes}:
+        problems.append("code OUTCOME_UNKNOWN missing from the spec")
+    return problems
