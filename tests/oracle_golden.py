@@ -207,6 +207,10 @@ def write_inputs() -> list[dict[str, Any]]:
     both = _interleave([mutated(MUTATIONS[0], scen), copy.deepcopy(scen["merchants"])])
     put("ledger-mixed.ndjson", _ndjson(both), 1, [MUTATIONS[0].rule],
         "a violating run interleaved with a conforming one: both are checked")
+    from tests.oracle_concurrent import cases as concurrent_cases
+
+    for name, (text, code, rules, doc) in concurrent_cases().items():
+        put(name, text, code, rules, doc)
     put("ledger-bad-input.ndjson", bad_input(scen), 2, [],
         "malformed lines, wrong types, unknown events, a run without run_started, deep nesting: each named by "
         "file and line; the good run in the file is still checked")

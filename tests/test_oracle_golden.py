@@ -96,7 +96,7 @@ def test_every_falsifiable_rule_has_a_must_fail_ledger(manifest: list[dict[str, 
     from loopspec.oracle._tables import tables_for
 
     rules = set(tables_for(default_spec()).rule_ids) - {"R0", "R1", "R24"} - set(LEDGER_NOT_WITNESSED)
-    covered = {r for c in manifest if c["file"].startswith("ledger-fail-") for r in c["rules"]}
+    covered = {r for c in manifest if c["file"].startswith(("ledger-fail-", "ledger-concurrent-fail-")) for r in c["rules"]}
     assert rules <= covered, sorted(rules - covered)
 
 

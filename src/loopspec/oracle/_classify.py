@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from .. import _core as core
 from .._core import Answer, RunState
@@ -86,7 +86,20 @@ def openers() -> dict[str, Any]:
         "result_returned": lambda c, ev: c.t.first_by_effect[
             "store_success" if ev["status"] == "ok" else "answer_failure"],
         "run_terminal": _by_terminal,
+        # section 5
+        "run_waiting": _by_wait,
+        "execution_running": eff("run_on"),
+        "execution_finished": lambda c, ev: c.t.first_by_effect["land"] if c.concurrent else None,
     }
+
+
+def _by_wait(chk: RunChecker, ev: Mapping[str, Json]) -> Transition:
+    """T29 when the ledger says a result arrived, else T30 (the item at the cursor cannot be taken up)."""
+    for tid in chk.t.by_effect["wait"]:
+        tr = chk.t.by_id[tid]
+        if ("result_arrived" in tr.when) == (ev["arrived"] is not None):
+            return tr
+    return chk.t.first_by_effect["wait"]
 
 
 _OPEN = openers()
@@ -143,7 +156,9 @@ def why_code(chk: RunChecker, code: str) -> str:
     if code == "BUDGET_EXHAUSTED":
         if lim.max_executions == 0:
             return "a budget of 0 admits no execution at all (R9)"
-        return f"the execution budget of {lim.max_executions} is used up ({s.executed} started, R9)"
+        flying = len(core.in_flight(s))
+        return f"the execution budget of {lim.max_executions} is used up ({s.executed} started, R9" + (
+            f"; {flying} still in flight: a start is reserved at its take-up, R31)" if flying else ")")
     if code == "TOOL_BUDGET_EXHAUSTED":
         name = r.name if isinstance(r.name, str) else "?"
         return (f"tool {name!r} may execute {_limit(s.config.tool_limit(name))} time(s) and has already "
@@ -187,6 +202,10 @@ def spec_does(chk: RunChecker, e: Transition) -> str:
         retried = "" if cat != "DEPENDENCY_TEMPORARY" else (
             f" after {ex.attempts} attempt(s) (max_retries {lim.max_retries})" if ex else "")
         return f"{i} is answered {cat}, its execution's failure{retried}; nothing is stored (R10, R17)"
+    if eff == "next_item" and chk.concurrent and any(core._escalating(s, a) for a in s.held.values()):
+        k = min(i for i, a in s.held.items() if core._escalating(s, a))
+        return (f"the run goes on: request #{k}'s {s.held[k].code} ends the run only once every earlier request has "
+                f"its answer, and {_reqs([x for x in core.in_flight(s) if x.request < k])} still executing (R34)")
     if eff == "next_item":
         return f"the run goes on to the next call (mode {s.config.mode}, limit policy {s.config.on_limit})"
     if eff == "end_round":
@@ -212,7 +231,19 @@ def spec_does(chk: RunChecker, e: Transition) -> str:
                             "executes (R28)",
             "CANCELLED": "the application cancelled it (R26)",
         }.get(str(reason), "")
+        if reason == "DEADLINE" and chk.state == "waiting":
+            why = (f"the deadline of {lim.deadline} s has passed (the clock reads {s.now} s) while the run waits for "
+                   "a result: it does not wait past it, and every execution in flight is abandoned (R35)")
         return f"the run ends {chk.t.spec.state(e.dest).status}/{reason}" + (f": {why}" if why else "")
+    if eff == "wait":
+        if chk.concurrent and "take_up_blocked" in e.when:
+            rule, _, _, why = _why_blocked(s)
+            return f"the run waits for a result, because {why} ({rule})"
+        return "the run waits for a result (R31)"
+    if eff == "land":
+        return f"the next result lands ({', '.join(f'#{x.request}' for x in core.in_flight(s))} in flight, R32)"
+    if eff == "run_on":
+        return "the execution runs on in the background and the run goes on (R29, R31)"
     return f"the spec takes {e.id} {e.name}"
 
 
@@ -243,8 +274,15 @@ def ledger_shows(chk: RunChecker, o: Transition | None, ev: Mapping[str, Json], 
         return f"the ledger asks the model again (round {ev.get('round')!r})"
     if eff == "terminate":
         ab = ev.get("aborted")
+        if ev.get("type") != "run_terminal":
+            return f"the ledger ends the run ({typ})"
         return (f"the ledger ends the run {ev.get('status')}/{ev.get('stopReason')}"
                 + (f" with aborted = {{index: {ab.get('index')}, code: {ab.get('code')}}}" if isinstance(ab, dict) else ""))
+    if eff == "wait":
+        arr = ev.get("arrived")
+        return "the ledger waits for a result" + (f" (request #{arr!r}'s has arrived)" if arr is not None else "")
+    if eff == "land":
+        return f"the ledger lands request #{ev.get('index')!r}'s result ({ev.get('outcome')!r})"
     return f"the ledger records {typ} ({o.id} {o.name})"
 
 
@@ -262,12 +300,51 @@ def _code_kind_name(code: str) -> str:
     return code.lower().replace("_", "-")
 
 
+_TAKE_UP: Final = frozenset({"bind_id", "keep_binding", "answer_error", "answer_replay", "start_execution"})
+
+
+def _why_blocked(s: RunState) -> tuple[str, str, str, str]:
+    """Why the item at the cursor cannot be taken up now (R29-R34): (rule, kind, invariant, reason)."""
+    flying = core.in_flight(s)
+    resp = s.response
+    if resp is None or s.cursor >= len(resp):
+        return ("R32", "answers-abandoned", "INV-ONE-ANSWER-IN-ORDER",
+                f"the proposal is all taken up and {_reqs(flying)} still executing: their answers are owed")
+    if any(core._escalating(s, a) for a in s.held.values()):
+        k = min(i for i, a in s.held.items() if core._escalating(s, a))
+        return ("R34", "taken-up-after-abort", "INV-TAKE-UP-ORDER",
+                f"request #{k}'s answer ends the run once every earlier answer is known: nothing more is taken up")
+    call = resp[s.cursor]
+    cid = call.get("id") if isinstance(call, dict) else None
+    same = [e for e in flying if isinstance(cid, str) and s.requests[e.request].call_id == cid]
+    if same:
+        return ("R33", "in-flight-id-taken-up", "INV-REPLAY-NO-EXEC",
+                f"an execution of call id {cid!r} (request #{same[0].request}) is in flight: the call waits for its "
+                "result, then is a replay, a retry or a conflict")
+    if len(flying) >= s.config.max_concurrency:
+        return ("R29", "concurrency-bound-exceeded", "INV-CONCURRENCY-BOUND",
+                f"{len(flying)} execution(s) are in flight, max_concurrency {s.config.max_concurrency}")
+    b = [e for e in flying if e.tool in s.config.barriers]
+    name = call.get("name") if isinstance(call, dict) else None
+    return ("R30", "barrier-overlapped", "INV-CONCURRENCY-BOUND",
+            f"{'a barrier (' + b[0].tool + ', request #' + str(b[0].request) + ') is in flight' if b else f'the call to {name} is a barrier and ' + _reqs(flying) + ' executing'}")
+
+
+def _reqs(flying: list[core.Execution]) -> str:
+    return (", ".join(f"#{e.request}" for e in flying) + (" is" if len(flying) == 1 else " are")) if flying else \
+        "nothing is"
+
+
 def _classify(chk: RunChecker, e: Transition, o: Transition | None) -> tuple[str, str, str | None]:
     """(rule, kind, invariant hint) for expected ``e`` vs observed ``o``."""
     t = chk.t
     s = chk.s
     if o is None:
         return "R27", "unexpected-event", None
+    if chk.concurrent:
+        got = _classify_concurrent(chk, e, o)
+        if got is not None:
+            return got
     e_term, o_term = e.effect == "terminate", o.effect == "terminate"
     if e_term and o_term:
         if e.stop_reason == "FINAL_ANSWER" or o.stop_reason == "FINAL_ANSWER":
@@ -374,6 +451,27 @@ def _classify(chk: RunChecker, e: Transition, o: Transition | None) -> tuple[str
         return "R18", "model-not-asked", None
     rules = [r for r in e.rules if r != "R1"] or list(e.rules) or ["R0"]
     return rules[0], "unexpected-transition", None
+
+
+def _classify_concurrent(chk: RunChecker, e: Transition, o: Transition) -> tuple[str, str, str | None] | None:
+    """The section-5 reading of a divergence in a run that executes in the background, or None."""
+    s = chk.s
+    if e.effect == "wait" and o.effect != "wait":
+        rule, kind, inv, _ = _why_blocked(s)
+        return rule, kind, inv
+    if o.effect == "wait" and e.effect != "wait":
+        return "R31", "waited-without-cause", "INV-TAKE-UP-ORDER"
+    if e.code in ("BUDGET_EXHAUSTED", "TOOL_BUDGET_EXHAUSTED") and o.effect == "start_execution" and core.in_flight(s):
+        return "R31", "budget-check-then-act", "INV-EXEC-BUDGET" if e.code == "BUDGET_EXHAUSTED" else "INV-TOOL-BUDGET"
+    if e.effect == "start_execution" and o.effect in _TAKE_UP:
+        return "R31", "reservation-not-atomic", "INV-EXEC-BUDGET"
+    if e.effect == "next_item" and o.escalates is not None and s.held:
+        return "R34", "aborted-at-first-failure-in-time", "INV-ABORT-PREFIX"
+    if e.effect == "terminate" and e.stop_reason == "DEADLINE" and o.effect == "land":
+        return "R35", "waited-past-deadline", "INV-DEADLINE"
+    if e.effect == "land" and o.effect == "terminate" and o.stop_reason == "DEADLINE":
+        return "R19", "deadline-claimed-early", None
+    return None
 
 
 def _same_content_elsewhere(chk: RunChecker) -> bool:
@@ -560,6 +658,63 @@ def via_mismatch(chk: RunChecker, e: Transition, ev: Mapping[str, Json], line: i
         expected_tid=e.id, observed_tid=e.id, at_step=False, event=ev, line=line)
 
 
+def answer_out_of_order(chk: RunChecker, e: Transition, ev: Mapping[str, Json], line: int) -> Divergence:
+    """Section 5: a landed result's answer returned while an earlier request is still executing."""
+    s = chk.s
+    r = s.current
+    a = s.held.get(r.index)
+    ends = a is not None and core._escalating(s, a)
+    owed = [x for x in core.in_flight(s) if x.request < r.index] or core.in_flight(s)
+    rule, kind, inv = ("R34", "aborted-at-first-failure-in-time", "INV-ABORT-PREFIX") if ends else (
+        "R32", "answers-in-completion-order", "INV-ONE-ANSWER-IN-ORDER")
+    then = (f"Then request #{r.index}'s answer waits until every earlier request has its answer: answers are committed "
+            f"in request order whatever the completion order, and {_reqs(owed)} still executing ({rule}); but the "
+            f"ledger returns #{ev.get('index')!r}'s answer now ({_where(ev, line, 'result_returned')}).")
+    return Divergence(rule, kind, then, {"answers": len(s.answers), "held": r.index}, {"event": dict(ev)},
+                      index=r.index, expected_tid=e.id, observed_tid=e.id, invariant_hint=inv, at_step=False,
+                      event=ev, line=line)
+
+
+def no_execution_in_flight(chk: RunChecker, ev: Mapping[str, Json], line: int, k: Json) -> Divergence:
+    flying = [x.request for x in core.in_flight(chk.s)]
+    typ = str(ev.get("type"))
+    return Divergence(
+        "R32", "result-without-execution",
+        f"Then only a result of an execution in flight ({', '.join(f'#{i}' for i in flying) or 'none'}) can arrive "
+        f"(R32: each execution answers once); but the ledger lands a result of request #{k!r} "
+        f"({_where(ev, line, typ)}).",
+        {"inFlight": flying}, {"event": dict(ev)}, index=k if k.__class__ is int else None,
+        invariant_hint="INV-EXEC-ACCOUNTING", at_step=False, event=ev, line=line)
+
+
+def abandoned_while_running(chk: RunChecker, ab: Mapping[str, Json], ab_line: int, ev: Mapping[str, Json],
+                            line: int) -> Divergence:
+    typ = str(ev.get("type"))
+    i = ab.get("index")
+    return Divergence(
+        "R35", "abandoned-while-running",
+        f"Then no execution is abandoned while the run goes on: its answer is owed (R32, R35); but the ledger abandons "
+        f"request #{i!r}'s execution (line {ab_line}) and goes on with {typ} ({_where(ev, line, typ)}).",
+        {"event": "run_terminal"}, {"event": dict(ev)}, index=i if i.__class__ is int else None,
+        invariant_hint="INV-ABANDON", at_step=False, event=ev, line=line)
+
+
+def abandonment_mismatch(chk: RunChecker, e: Transition, want: list[tuple[Any, ...]],
+                         got: list[tuple[Any, ...]]) -> Divergence:
+    def names(xs: list[tuple[Any, ...]]) -> str:
+        return ", ".join(f"#{x[0]!r} (execution {x[1]!r})" for x in xs) or "none"
+
+    missing = [x for x in want if x not in got]
+    kind = "running-execution-not-abandoned" if missing else "abandoned-execution-not-in-flight"
+    return Divergence(
+        "R35", kind,
+        f"Then {e.id} {e.name} abandons every execution in flight — {names(want)} — each recorded as "
+        f"execution_abandoned before run_terminal (R26, R35); but the ledger abandons {names(got)}.",
+        {"abandoned": [list(x) for x in want]}, {"abandoned": [list(x) for x in got]},
+        index=missing[0][0] if missing else None, expected_tid=e.id, observed_tid=e.id, invariant_hint="INV-ABANDON",
+        at_step=False, line=chk.last_line)
+
+
 def step_gap(chk: RunChecker, e: Transition, ev: Mapping[str, Json], line: int) -> Divergence:
     return Divergence(
         "R27", "step-unrecorded",
@@ -709,7 +864,10 @@ def after_terminal_divergence(chk: RunChecker | Finished, ev: Mapping[str, Json]
     if typ == "late_result_discarded":
         want = chk.inflight
         got = (ev.get("index"), ev.get("ordinal"))
-        why = ("no execution was in flight when the run ended" if want is None else
+        why = (("the executions abandoned by the end whose results have not been recorded are "
+                + (", ".join(f"#{i} (execution {o})" for i, o in sorted(chk.abandoned)) or "none"))
+               if chk.abandoned is not None else
+               "no execution was in flight when the run ended" if want is None else
                f"the only execution cut off by the end is request #{want[0]} (execution {want[1]})"
                + (", already discarded" if chk.late_seen else ""))
         return Divergence(

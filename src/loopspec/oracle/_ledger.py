@@ -38,7 +38,7 @@ from .._judge import TraceError
 from .._judge_loop import LoopConfig, parse_loop_config
 from .._ledger import digest
 from .._spec import Transition
-from ._tables import BINDING_GUARDS, EFFECT_EVENTS, Tables, compile_groups
+from ._tables import BINDING_GUARDS, CONCURRENT_EFFECT_EVENTS, EFFECT_EVENTS, Tables, compile_groups
 from ._window import Recent
 
 Json = Any
@@ -131,7 +131,8 @@ def _detail(first: Mapping[str, Json], last: Mapping[str, Json]) -> str:
     if typ == "execution_started":
         att = first.get("attempt")
         what = f"execution {first.get('ordinal')}" + (f", attempt {att}" if att != 1 else "")
-        out = f" → {last.get('outcome')}" if last is not first else " (cut off)"
+        out = (" (in the background)" if last is _BACKGROUND else f" → {last.get('outcome')}" if last is not first
+               else " (cut off)")
         return f"#{first.get('index')} {_cid(first)}: {what}{out}"
     if typ == "result_returned":
         return f"#{first.get('index')} → " + ("ok" if first.get("status") == "ok" else str(first.get("code")))
@@ -142,6 +143,17 @@ def _detail(first: Mapping[str, Json], last: Mapping[str, Json]) -> str:
         return f"round {first.get('round')} done: {first.get('answers')} answer(s) go back to the model"
     if typ == "run_terminal":
         return f"{first.get('status')}/{first.get('stopReason')}, coverage {first.get('coverage')}"
+    if typ == "run_waiting":
+        arr = first.get("arrived")
+        return f"waiting on {first.get('inFlight')}" + (f": #{arr}'s result has arrived" if arr is not None else "")
+    if typ == "execution_running":
+        return f"#{first.get('index')} execution {first.get('ordinal')} runs on in the background"
+    if typ == "execution_finished":
+        return f"#{first.get('index')} {_cid(first)}: execution {first.get('ordinal')} lands → {first.get('outcome')}"
+    if typ == "result_held":
+        return f"#{first.get('index')} → {first.get('status')}, held: an earlier request is still executing"
+    if typ == "execution_abandoned":
+        return f"#{first.get('index')} execution {first.get('ordinal')} abandoned"
     return str(typ)
 
 
@@ -154,6 +166,7 @@ class Checks:
     auth_assumed: bool = False  # an authorization decision was needed (R24)
     principal_recorded: bool = False
     principal_missing: bool = False
+    signal_assumed: bool = False  # executions were abandoned: whether each was told is not recorded (R35)
 
     def assumed(self) -> list[str]:
         out = []
@@ -163,6 +176,8 @@ class Checks:
             out.append("R16")
         if self.auth_assumed:
             out.append("R24")
+        if self.signal_assumed:
+            out.append("R35")
         return out
 
 
@@ -205,14 +220,46 @@ def run_config(raw: Json, run_id: str) -> tuple[RunConfig, LoopConfig]:
             raise TraceError(f"config.{k}", "missing")
     if not isinstance(raw["batch"], bool):
         raise TraceError("config.batch", "must be true or false")
-    if raw.get("concurrency") is not None:
-        raise TraceError("config.concurrency", "a run with executions in the background (SPEC.md section 5): this "
-                                               "oracle does not read such ledgers yet")
     params = {k: raw[k] for k in ("tools", "limits", "mode", "onLimit", "principal")}
     lc = parse_loop_config(params)
+    mc, barriers = _concurrency_config(raw)
     rc = RunConfig(schemas=lc.schemas, limits=lc.limits, mode=lc.mode, on_limit=lc.on_limit, principal=lc.principal,
-                   tool_limits=dict(lc.tool_limits), run_id=run_id, batch=raw["batch"])
+                   tool_limits=dict(lc.tool_limits), run_id=run_id, batch=raw["batch"], max_concurrency=mc,
+                   barriers=barriers)
     return rc, lc
+
+
+def _concurrency_config(raw: Mapping[str, Json]) -> tuple[int, frozenset[str]]:
+    """Section 5: ``max_concurrency`` and the barriers (R30), recomputed from each tool's recorded MCP
+    hints (``annotations``; MCP's defaults where none are recorded) and the overlap policy. The
+    recorded ``barriers`` list must agree with them: it is the engine's statement of what it enforced."""
+    conc = raw.get("concurrency")
+    if conc is None:
+        return 1, frozenset()
+    if not isinstance(conc, dict):
+        raise TraceError("config.concurrency", "must be an object")
+    mc = conc.get("maxConcurrency")
+    if mc.__class__ is not int or mc < 2:
+        raise TraceError("config.concurrency.maxConcurrency", f"expected an integer of 2 or more, got {mc!r}")
+    pol = conc.get("overlap")
+    if pol not in core.OVERLAP_POLICIES:
+        raise TraceError("config.concurrency.overlap", f"expected one of {', '.join(core.OVERLAP_POLICIES)}, "
+                                                       f"got {pol!r}")
+    barriers = set()
+    for k, t in enumerate(raw["tools"]):
+        hints = t.get("annotations") if isinstance(t, dict) else None
+        if hints is not None and (not isinstance(hints, dict) or any(
+                h not in core.HINT_DEFAULTS or v.__class__ is not bool for h, v in hints.items())):
+            raise TraceError(f"config.tools[{k}].annotations", "expected MCP hints (readOnlyHint, idempotentHint, "
+                                                               "destructiveHint, openWorldHint) with true or false")
+        if not core.tool_overlaps(hints, pol):
+            barriers.add(t["name"])
+    got = conc.get("barriers")
+    if not isinstance(got, list) or sorted(map(str, got)) != sorted(barriers):
+        raise TraceError("config.concurrency.barriers",
+                         f"records {got!r}, but the tools' annotations under overlap {pol!r} make "
+                         f"{sorted(barriers)!r} the barriers (R30)")
+    return mc, frozenset(barriers)
 
 
 _CONFIGS: dict[bytes | str, tuple[RunConfig, LoopConfig]] = {}
@@ -305,6 +352,14 @@ class RunChecker:
         self.terminal = False
         self.inflight: tuple[int, int] | None = None  # (request, ordinal) of an execution cut off by the end
         self.terminal_line = 0
+        # section 5 (max_concurrency > 1): executions run in the background
+        self.concurrent = self.config.max_concurrency > 1
+        self.effect_events = CONCURRENT_EFFECT_EVENTS if self.concurrent else EFFECT_EVENTS
+        self.ret_next = 0  # the answer the step's next result_returned must be (answers commit in request order)
+        self.ran_on: core.Execution | None = None  # the execution T31 left running
+        self.abandon_buf: list[tuple[Mapping[str, Json], int]] = []  # execution_abandoned events of the end step
+        self.late_buf: list[tuple[Mapping[str, Json], int]] = []  # results discarded within the end step
+        self.abandoned: set[tuple[int, int]] = set()  # (request, ordinal) abandoned, whose late result may come
 
     # -- inputs the guards read --------------------------------------------------------------
     def binding(self) -> str:
@@ -354,6 +409,8 @@ class RunChecker:
         self.last_line = line
         typ = ev["type"]
         step = ev.get("step")
+        if self.concurrent and (typ == "execution_abandoned" or self.abandon_buf) and self._buffered(ev, typ, line):
+            return
         # a step number that is not a positive int (0, 0.0, false, 2.0) never continues a step: it
         # goes to _begin, which refuses it (before any step, self.step is 0 and self.cur is None)
         if step != self.step or step.__class__ is not int or self.cur is None:
@@ -368,6 +425,29 @@ class RunChecker:
             self.pos = pos + 1
             self.steps[-1][_LAST] = ev
         _HANDLERS[typ](self, ev, line)
+
+    def _buffered(self, ev: Mapping[str, Json], typ: str, line: int) -> bool:
+        """Section 5, the end of a run with executions in flight: its step records each abandoned execution
+        (execution_abandoned), perhaps a discarded result of one, then run_terminal, which names the
+        transition. Keep the step's events until run_terminal opens it (True: the event is kept)."""
+        buf = self.abandon_buf
+        step = ev.get("step")
+        if typ == "execution_abandoned":
+            if step.__class__ is not int or step <= self.step or (buf and step != buf[0][0]["step"]):
+                raise RunInputError(f"execution_abandoned has step {step!r}: the abandoned executions are recorded "
+                                    "by the step that ends the run, before its run_terminal", line)
+            buf.append((ev, line))
+            return True
+        if typ == "late_result_discarded" and step is None:
+            got = (ev.get("index"), ev.get("ordinal"))
+            if any((b.get("index"), b.get("ordinal")) == got for b, _ in buf) and all(
+                    (x.get("index"), x.get("ordinal")) != got for x, _ in self.late_buf):
+                self.late_buf.append((ev, line))
+                return True
+            raise _classify.after_terminal_divergence(self, ev, line, before_terminal=True)
+        if typ == "run_terminal" and step == buf[0][0]["step"]:
+            return False
+        raise _classify.abandoned_while_running(self, buf[0][0], buf[0][1], ev, line)
 
     def _seq_problem(self, seq: Json, line: int) -> RunInputError:
         if seq.__class__ is int and seq > self.seq + 1:
@@ -399,15 +479,22 @@ class RunChecker:
                                 line)
         s = self.s
         s.now = ev["t"]  # checked by feed
+        if self.concurrent and step > self.step + 1 and self.state == "executing":
+            self._held_steps(step, ev, line)
         state = self.state
         if obs is not None and obs.id in t.cancel:
             exp = obs
         else:
             if state == "proposed":
+                if self.concurrent:
+                    self._arrival_input(obs, ev, line)
                 before = len(s.requests)
-                core.admit_pending(s)
+                if not self.concurrent or not core.waits(s):
+                    core.admit_pending(s)
                 if len(s.requests) != before:
                     self._admitted(obs)
+            elif state == "waiting" and obs is not None and obs.effect == "land":
+                self._landing_input(ev, line)
             elif state == "validated":
                 self.checks.auth_assumed = True
                 self.auth_input = obs is None or obs.id != t.auth_check
@@ -420,16 +507,81 @@ class RunChecker:
             raise _classify.step_gap(self, exp, ev, line)
         self.step = step
         self.cur = exp
-        self.expect = EFFECT_EVENTS[exp.effect]  # type: ignore[index]
+        self.expect = self.effect_events[exp.effect]  # type: ignore[index]
         self.pos = 1
         steps = self.steps
         if len(steps) == STEP_WINDOW:
             self.window_start = t.by_id[steps[0][_TID]].dest
         steps.append([step, exp.id, line, ev, ev])
         apply = _APPLY.get(exp.effect)  # type: ignore[arg-type]
-        if apply is not None:
+        if self.concurrent:
+            if exp.effect in ("start_execution", "retry_execution"):
+                steps[-1][_LAST] = _BACKGROUND
+            committed = self.ret_next = len(s.answers)
+            if apply is not None:
+                apply(self, exp)
+            new = len(s.answers) - committed
+            if new or exp.effect in _ANSWERING:
+                # the answers this step commits, in request order (R11, R32): each a result_returned
+                self.expect = self.expect + (_RESULT,) * new
+                if typ == "result_returned" and not new:
+                    raise _classify.answer_out_of_order(self, exp, ev, line)
+        elif apply is not None:
             apply(self, exp)
         self.state = exp.dest
+
+    # -- section 5: inputs from the environment (which result arrives) and steps that record nothing --------
+    def _held_steps(self, step: int, ev: Mapping[str, Json], line: int) -> None:
+        """A landed result whose answer is held (an earlier request is still executing, R32) is answered by a
+        step that records nothing: the step numbers skip it. Replay each such step (the finish group's
+        answer, committing no answer); a skipped step that would have recorded something is a gap."""
+        s = self.s
+        while self.step + 1 < step and self.state == "executing":
+            exp = self.expected()
+            if exp.effect not in _ANSWERING or s.current.index == len(s.answers):
+                return  # not silent: the step-gap check reports it
+            self.step += 1
+            self.cur = exp
+            self.expect = ()
+            self.pos = 0
+            held = {"type": "result_held", "index": s.current.index,
+                    "status": "ok" if exp.effect == "store_success" else "error"}
+            if len(self.steps) == STEP_WINDOW:
+                self.window_start = self.t.by_id[self.steps[0][_TID]].dest
+            self.steps.append([self.step, exp.id, line, held, held])
+            _APPLY[exp.effect](self, exp)  # type: ignore[index]
+            self.state = exp.dest
+
+    def _in_flight(self, k: Json) -> bool:
+        return k.__class__ is int and any(e.request == k for e in core.in_flight(self.s))
+
+    def _arrival_input(self, obs: Transition | None, ev: Mapping[str, Json], line: int) -> None:
+        """At ``proposed``: whether a result has arrived is the environment's choice (R31); the ledger says it
+        by landing one first (T29, run_waiting with ``arrived``)."""
+        s = self.s
+        s.arrival = None
+        if obs is not None and obs.effect == "wait":
+            k = ev["arrived"]
+            if k is None:
+                return
+            if not self._in_flight(k):
+                raise _classify.no_execution_in_flight(self, ev, line, k)
+            s.arrival = (k, _PENDING)
+
+    def _landing_input(self, ev: Mapping[str, Json], line: int) -> None:
+        """At ``waiting``: the result that lands (T33) is the one the ledger's execution_finished names."""
+        s = self.s
+        k = ev["index"]
+        if s.arrival is not None:
+            if k != s.arrival[0] or k.__class__ is not int:
+                raise self._mismatch(ev, line, "R27", "ledger-inconsistent", "index", s.arrival[0], k,
+                                     f"Then the result that lands is the one the run took first, request "
+                                     f"#{s.arrival[0]}'s (run_waiting.arrived, R27); but the ledger lands request "
+                                     f"#{k!r}'s.")
+            return
+        if not self._in_flight(k):
+            raise _classify.no_execution_in_flight(self, ev, line, k)
+        s.arrival = (k, _PENDING)
 
     def _admitted(self, obs: Transition | None) -> None:
         """A call became the newest request: fix its inputs (digest, and R4's answer when only a
@@ -470,12 +622,39 @@ class RunChecker:
 
     def _apply_terminate(self, exp: Transition) -> None:
         s = self.s
-        if self.state == "executing" and s.executions:
+        if self.concurrent:
+            flying = core.in_flight(s)
+        elif self.state == "executing" and s.executions:
             ex = s.executions[-1]
             self.inflight = (ex.request, ex.ordinal)
         reason = core.escalation_stop_reason(s) if exp.escalates is not None else exp.stop_reason
         assert reason is not None
         core.terminate(s, reason, self.t.spec.stop_reason(reason).status, escalated=exp.escalates is not None)
+        if self.concurrent:
+            self._abandoned(exp, [e for e in flying if e.abandoned])
+
+    def _abandoned(self, exp: Transition, gone: list[core.Execution]) -> None:
+        """R35: the end step records every execution in flight as abandoned, and only those; a result of
+        one discarded within the step counts as discarded (R26)."""
+        want = sorted((e.request, e.ordinal, e.tool, e.attempts) for e in gone)
+        got = []
+        for ev, line in self.abandon_buf:
+            got.append((ev.get("index"), ev.get("ordinal"), ev.get("tool"), ev.get("attempt")))
+            if ev.get("via") != exp.id:
+                raise _classify.via_mismatch(self, exp, ev, line)
+        try:
+            same = sorted(got) == want and not any(x.__class__ is bool for g in got for x in g)
+        except TypeError:
+            same = False
+        if not same:
+            raise _classify.abandonment_mismatch(self, exp, want, got)
+        self.abandoned = {(e.request, e.ordinal) for e in gone}
+        self.checks.signal_assumed = bool(gone)
+        for ev, _ in self.late_buf:
+            self.abandoned.discard((ev["index"], ev["ordinal"]))
+            self.s.discarded += 1
+        self.abandon_buf = []
+        self.late_buf = []
 
     def counters(self) -> dict[str, Json]:
         """The run's counters as the engine reports them (the engine's own function, on this state)."""
@@ -592,7 +771,7 @@ class RunChecker:
         cid = r.call_id
         name = r.name
         want = (r.round, cid if cid.__class__ is str else None, name if name.__class__ is str else None,
-                self.req_digest)
+                self.req_digest if self.s.focus is None else _request_digest(r))
         got = (ev["round"], ev["callId"], ev["tool"], ev["argsDigest"])
         if got != want or got[0].__class__ is not int:
             names = ("round", "callId", "tool", "argsDigest")
@@ -617,7 +796,7 @@ class RunChecker:
 
     def on_execution_started(self, ev: Mapping[str, Json], line: int) -> None:
         self._check_call_fields(ev, line)
-        ex = self.s.executions[-1]
+        ex = core._fx(self.s)
         if ev["ordinal"] != ex.ordinal or ev["ordinal"].__class__ is not int:
             raise self._mismatch(ev, line, "R12", "executions-miscounted", "ordinal", ex.ordinal, ev["ordinal"],
                                  f"Then this is execution {ex.ordinal} of the run (executions started are counted "
@@ -639,7 +818,7 @@ class RunChecker:
 
     def on_execution_finished(self, ev: Mapping[str, Json], line: int) -> None:
         s = self.s
-        ex = s.executions[-1]
+        ex = core._fx(s)
         got = (ev["index"], ev["callId"], ev["tool"], ev["ordinal"], ev["attempt"])
         want = (ex.request, s.current.call_id, ex.tool, ex.ordinal, ex.attempts)
         if got != want or _has_bool(got):
@@ -665,12 +844,40 @@ class RunChecker:
                                 f", got {out!r}", line)
 
     def on_result(self, ev: Mapping[str, Json], line: int) -> None:
-        a: Answer = self.s.answers[-1]
+        if self.concurrent:
+            a: Answer = self.s.answers[self.ret_next]
+            self.ret_next += 1
+        else:
+            a = self.s.answers[-1]
         want_digest = a.output if a.status == "ok" else None
         if (ev["index"], ev["callId"], ev["status"], ev["code"], ev["replayed"], ev["outputDigest"]) != (
                 a.index, a.call_id, a.status, a.code, a.replayed, want_digest) or ev["index"].__class__ is not int \
                 or ev["replayed"].__class__ is not bool:
             raise _classify.result_mismatch(self, ev, line, a, want_digest)
+
+    def on_run_waiting(self, ev: Mapping[str, Json], line: int) -> None:
+        want = sorted(e.request for e in core.in_flight(self.s))
+        got = ev["inFlight"]
+        if not isinstance(got, list) or sorted(got, key=repr) != want or any(x.__class__ is not int for x in got):
+            raise self._mismatch(ev, line, "R27", "ledger-inconsistent", "inFlight", want, got,
+                                 f"Then the run waits with the executions of {_requests(want)} in flight (R27); but "
+                                 f"the ledger records inFlight = {got!r}.", hint="INV-CONCURRENCY-BOUND")
+
+    def on_execution_running(self, ev: Mapping[str, Json], line: int) -> None:
+        ex = self.ran_on
+        assert ex is not None
+        got = (ev["index"], ev["ordinal"], ev["attempt"])
+        want = (ex.request, ex.ordinal, ex.attempts)
+        if got != want or _has_bool(got):
+            names = ("index", "ordinal", "attempt")
+            k = _first_diff(got, want)
+            raise self._mismatch(ev, line, "R27", "ledger-inconsistent", names[k], want[k], got[k],
+                                 f"Then execution_running names the execution just started ({names[k]} {want[k]!r}, "
+                                 f"R27); but it records {names[k]} {got[k]!r}.")
+
+    def _apply_run_on(self, exp: Transition) -> None:
+        self.ran_on = core._fx(self.s)
+        core.run_on(self.s)
 
     def on_call_advanced(self, ev: Mapping[str, Json], line: int) -> None:
         s = self.s
@@ -709,6 +916,14 @@ class RunChecker:
             "status": s.status, "stopReason": s.stop_reason, "coverage": s.coverage if s.status else None,
             "executed": s.executed, "requests": len(s.requests), "rounds": s.model_requests, "steps": self.step,
         }
+
+
+def _request_digest(r: core.Request) -> Json:
+    """The recorded digest of a request's arguments (a retry of a landed result, section 5)."""
+    a = r.arguments
+    if a.__class__ is dict and "\x00digest" in a:  # type: ignore[operator]
+        return a["\x00digest"]  # type: ignore[index]
+    return digest(a) if isinstance(a, dict) else None
 
 
 def _first_diff(got: tuple[Any, ...], want: tuple[Any, ...]) -> int:
@@ -764,7 +979,21 @@ _HANDLERS: Final[Mapping[str, Callable[[RunChecker, Mapping[str, Json], int], No
     "call_advanced": RunChecker.on_call_advanced,
     "round_decided": RunChecker.on_round_decided,
     "run_terminal": RunChecker.on_terminal,
+    "run_waiting": RunChecker.on_run_waiting,
+    "execution_running": RunChecker.on_execution_running,
 }
+
+#: the effects whose step answers the request in focus (section 5: the answer may be held, R32)
+_ANSWERING: Final = frozenset({"store_success", "answer_failure", "answer_error", "answer_replay"})
+_RESULT: Final = frozenset({"result_returned"})
+#: the outcome of a result that has arrived, until its execution_finished event is read
+_PENDING: Final = Outcome(True, None, None)
+#: the last event of a start step whose execution runs on in the background (for its account)
+_BACKGROUND: Final[Mapping[str, Json]] = {"type": "execution_running"}
+
+
+def _requests(idx: list[int]) -> str:
+    return ", ".join(f"#{i}" for i in idx) if idx else "no request"
 
 #: effect id -> the core update applied when a transition with that effect fires (the rest of the
 #: effect needs an input that arrives with a later event: the reply, the outcome)
@@ -779,6 +1008,8 @@ _APPLY: Final[Mapping[str, Callable[[RunChecker, Transition], None]]] = {
     "store_success": lambda c, e: core.store_success(c.s),
     "answer_failure": lambda c, e: core.answer_failure(c.s),
     "terminate": RunChecker._apply_terminate,
+    "land": lambda c, e: core.land(c.s),
+    "run_on": RunChecker._apply_run_on,
 }
 
 
@@ -793,6 +1024,23 @@ class Finished:
     line: int
     late_seen: bool = False
     seq: int = 0
+    #: section 5: the executions abandoned by the end whose late result has not been recorded yet
+    abandoned: set[tuple[int, int]] | None = None
+
+    def late_expected(self, ev: Mapping[str, Json]) -> bool:
+        """Is ``ev`` the late result of an execution cut off by the end, not recorded yet? (then it is noted)"""
+        if "step" in ev:
+            return False
+        got = (ev.get("index"), ev.get("ordinal"))
+        if self.abandoned is not None:
+            if got in self.abandoned and not _has_bool(got):
+                self.abandoned.discard(got)  # type: ignore[arg-type]
+                return True
+            return False
+        if self.inflight is not None and not self.late_seen and got == self.inflight:
+            self.late_seen = True
+            return True
+        return False
 
 
 #: The note of every run that did not conform (shared: later events of such a run are ignored).

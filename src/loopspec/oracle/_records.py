@@ -29,6 +29,9 @@ LEDGER_ASSUMPTIONS: Final[Mapping[str, str]] = {
     "R16": "the ledger does not record the principal each execution received (execution_started.principal)",
     "R24": "the authorization hook's answers are not recorded: a denial (T16) is taken as the hook's answer; that "
            "it is asked after the id checks and before any budget is charged is verified",
+    "R35": "an abandoned execution's cancellation signal and deadline are not recorded: that each was told is taken "
+           "as given; that every execution in flight at the end is abandoned, counted as started, and its late "
+           "result only recorded as discarded is verified",
 }
 
 #: Rules a ledger cannot witness at all.
@@ -37,9 +40,6 @@ LEDGER_NOT_WITNESSED: Final[Mapping[str, str]] = {
            "ledger (the code is checked)",
     "R25": "outputs are recorded as digests of the projected value: whether undeclared fields were projected away "
            "cannot be seen",
-    **{r: "section 5 (concurrent execution): this oracle reads ledgers of sequential runs only, and reports a "
-          "ledger whose run executes in the background as unreadable" for r in ("R29", "R30", "R31", "R32", "R33",
-                                                                               "R34", "R35")},
 }
 
 

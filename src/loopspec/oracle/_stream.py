@@ -215,7 +215,8 @@ class LedgerStream:
                     if chk.terminal:
                         self.line = n
                         del open_runs[chk.run_id]
-                        self.finished[chk.run_id] = Finished(True, chk.inflight, chk.terminal_line, seq=chk.seq)
+                        self.finished[chk.run_id] = Finished(True, chk.inflight, chk.terminal_line, seq=chk.seq,
+                                                                abandoned=chk.abandoned if chk.concurrent else None)
                         yield conforming_record(self.t, chk, self.file)
         finally:
             self.events += events
@@ -288,9 +289,7 @@ class LedgerStream:
                                  f"{fin.line}")
             return
         fin.seq += 1
-        if typ == "late_result_discarded" and fin.inflight is not None and not fin.late_seen and (
-                ev.get("index"), ev.get("ordinal")) == fin.inflight and "step" not in ev:
-            fin.late_seen = True
+        if typ == "late_result_discarded" and fin.late_expected(ev):
             return
         d = after_terminal_divergence(fin, ev, n)
         fin.conformed = False

@@ -39,11 +39,23 @@ EFFECT_EVENTS: Final[Mapping[str, tuple[frozenset[str], ...]]] = {
     "run_on": (frozenset({"execution_running"}),),
 }
 
+#: Section 5 (max_concurrency > 1): an execution runs on in the background, so its start step records
+#: only execution_started; a step records one result_returned for each answer it commits, in request
+#: order — none while an earlier request is still executing (the checker adds them, R32); the end step
+#: records each execution in flight as execution_abandoned before run_terminal (the checker keeps
+#: those until run_terminal names the transition, R35).
+CONCURRENT_EFFECT_EVENTS: Final[Mapping[str, tuple[frozenset[str], ...]]] = {
+    **{k: tuple(x for x in v if x != frozenset({"result_returned"})) for k, v in EFFECT_EVENTS.items()},
+    "start_execution": (frozenset({"execution_started"}),),
+    "retry_execution": (frozenset({"execution_started"}),),
+}
+
 #: Events recorded outside any transition.
 UNTRANSITIONED_EVENTS: Final = frozenset({"run_started", "late_result_discarded"})
 
 #: Every event type of ledger format v1.
-EVENT_TYPES: Final = frozenset(t for steps in EFFECT_EVENTS.values() for s in steps for t in s) | UNTRANSITIONED_EVENTS
+EVENT_TYPES: Final = frozenset(t for steps in EFFECT_EVENTS.values() for s in steps for t in s) | UNTRANSITIONED_EVENTS | {
+    "execution_abandoned"}
 
 #: The four binding guards and the class of :func:`loopspec._core.classify_binding` each tests.
 BINDING_GUARDS: Final[Mapping[str, str]] = {
