@@ -2,7 +2,9 @@
 """Time to a counterexample, per bug: ``loopspec fuzz`` (default options) beside a naive random
 differential driver written here (the anchor to beat), measured in the same run.
 
-For every ``--bug`` of examples/python/executor.py (batch bugs in batch mode, loop bugs in loop mode):
+For every ``--bug`` of examples/python/executor.py (batch bugs in batch mode, loop bugs in loop mode; the
+concurrent races ``conc-*`` with ``--concurrent``, where the fuzzer runs concurrent steps and chooses the
+completion order, protocol v1.1 — the naive driver is sequential and cannot release answers out of order):
 
 * **ours**: ``loopspec fuzz --impl "python executor.py --bug B" --seed S`` as a child process; the time
   from its start to the first reduced case (``"provisional": false``) on disk, the rule and the
@@ -209,6 +211,8 @@ def main() -> int:
             cmd = [*java, "--bug", bug.split(":", 1)[1]]
         else:
             cmd = [sys.executable, str(EXAMPLE), "--bug", bug]
+            if bug in example.CONCURRENT_BUGS:  # the races of section 5: the executor's concurrent mode
+                cmd.append("--concurrent")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "out"
             import shlex

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A tool-call executor that speaks the loopspec adapter protocol v1 (spec/PROTOCOL.md).
+"""A tool-call executor that speaks the loopspec adapter protocol v1.1 (spec/PROTOCOL.md).
 
 Standalone on purpose: it does not import loopspec. It is what an implementer would write —
 the executor of an agent framework, wrapped in the ~40 lines of JSON-RPC plumbing at the bottom —
@@ -9,6 +9,14 @@ trusted principal (R16) and, for loop mode, rounds and limits (R18-R22).
 
     python3 executor.py                  # correct
     python3 executor.py --bug NAME       # one deliberate bug (see BUGS), for testing the fuzzer
+    python3 executor.py --concurrent     # protocol v1.1: runs overlapping calls concurrently
+                                         # (SPEC.md section 5, R29-R35; --bug conc-* are its races)
+
+In concurrent mode (capability ``concurrency``; only batches whose params carry ``concurrency``)
+the executor is a single-threaded event loop, the shape of ``asyncio.wait(FIRST_COMPLETED)``: it
+takes requests up in request order, checking and reserving each in one step (R31), starts each
+execution by sending its ``tool.execute`` without waiting, and when it cannot take up the next
+request it sends ``tool.waiting`` and lands whichever result the harness releases (R32-R35).
 
 stdout carries only protocol messages; logs go to stderr.
 """
@@ -57,7 +65,15 @@ BUGS = {
     "garbage": "P3: prints a non-JSON line to stdout for a batch with a replay",
     "wrong-id": "P4: answers batch.run with the wrong JSON-RPC id when a call is unknown",
     "drop-last": "R11: the last answer is missing when there are three or more",
+    # concurrent mode (--concurrent): the classic races of section 5
+    "conc-budget-check-then-act": "R31: the budget is checked at take-up but charged when the result lands",
+    "conc-completion-order": "R32: answers are kept in the order the results complete",
+    "conc-sibling-failure-drops": "R32: a failed execution cancels its siblings in flight, whose answers are lost",
+    "conc-inflight-replay": "R33: a repeated id whose execution is still running is executed again",
+    "conc-abort-first-in-time": "R34: abort mode stops at the first failure to arrive, dropping earlier requests still running",
+    "conc-no-cancel": "R35: executions still running when the batch aborts are dropped without being cancelled",
 }
+CONCURRENT_BUGS = tuple(b for b in BUGS if b.startswith("conc-"))
 
 CODES = {  # code -> (kind, next_action, safe message): the code table of spec/loop.toml
     "REQUEST_LIMIT": ("limit", "STOP", "The run has reached its limit on tool requests."),
@@ -218,8 +234,10 @@ class Executor:
             out["message"] = f"{code}: Traceback (most recent call last): while handling {json.dumps(call)[:80]}"
         return out
 
-    def answer(self, call: Json, index: int, run_id: str) -> dict[str, Json]:
-        """Answer one request: R1's check order, then replay or execute."""
+    def answer(self, call: Json, index: int, run_id: str, start: Any = None) -> dict[str, Json] | None:
+        """Answer one request: R1's check order, then replay or execute. With ``start`` (concurrent
+        mode), the execution is started by ``start(...)`` instead and None is returned: its answer
+        comes when its result lands."""
         self.requests += 1
         counted = index - self.replays if self.bug == "requests-skip-replays" else index
         if self.max_requests is not None and counted >= self.max_requests:
@@ -260,11 +278,15 @@ class Executor:
         if tool_limit is not None and self.per_tool.get(name, 0) >= tool_limit and self.bug != "tool-budget-ignored":
             return self.error(call, "TOOL_BUDGET_EXHAUSTED", index, run_id)
         # execute: charge first, then enter the tool with the trusted principal (R9, R16)
-        self.executed += 1
+        if not (start is not None and self.bug == "conc-budget-check-then-act"):
+            self.executed += 1
         self.per_tool[name] = self.per_tool.get(name, 0) + 1
         principal = self.principal
         if self.bug == "principal-from-args" and isinstance(args.get("principal"), str):
             principal = args["principal"]
+        if start is not None:
+            start(index, cid, name, args, principal, bound, key)
+            return None
         attempt = 0
         while True:
             try:
@@ -289,6 +311,8 @@ class Executor:
 
     # -- batch.run ----------------------------------------------------------------------------
     def batch_run(self, p: dict[str, Json]) -> dict[str, Json]:
+        if self.rpc.concurrent and isinstance(p.get("concurrency"), dict):
+            return ConcurrentBatch(self, p).run()
         mode = p.get("mode", "abort")
         self.start(p["tools"], p.get("principal", "anonymous"), mode,
                    "throw" if mode == "abort" else "error-result", p["budget"])
@@ -369,15 +393,146 @@ class Executor:
 
 
 # --------------------------------------------------------------------------------------------
+# Concurrent mode (protocol v1.1, SPEC.md section 5)
+# --------------------------------------------------------------------------------------------
+
+
+def overlaps(hints: Json, policy: str) -> bool:
+    """R30: may calls to a tool with these MCP hints overlap others? (MCP's defaults when absent.)"""
+    h = {"readOnlyHint": False, "idempotentHint": False, "destructiveHint": True}
+    if isinstance(hints, dict):
+        h.update({k: v for k, v in hints.items() if k in h and isinstance(v, bool)})
+    if policy == "all" or h["readOnlyHint"]:
+        return True
+    return policy == "idempotent" and h["idempotentHint"] and not h["destructiveHint"]
+
+
+class ConcurrentBatch:
+    """One concurrent batch.run: take-up in request order, executions in flight, results landing
+    in whatever order the harness releases them, answers committed in request order."""
+
+    def __init__(self, ex: Executor, p: dict[str, Json]) -> None:
+        self.ex, self.rpc, self.bug = ex, ex.rpc, ex.bug
+        self.mode = p.get("mode", "abort")
+        ex.start(p["tools"], p.get("principal", "anonymous"), self.mode,
+                 "throw" if self.mode == "abort" else "error-result", p["budget"])
+        conc = p["concurrency"]
+        self.limit = max(1, int(conc.get("maxConcurrency", 1)))
+        policy = conc.get("overlap", "read-only")
+        self.barriers = {t["name"] for t in p["tools"] if not overlaps(t.get("annotations"), policy)}
+        self.calls = p.get("calls", [])
+        self.answers: dict[int, dict[str, Json]] = {}
+        self.completed: list[int] = []  # request indices in the order their answers became known
+        self.flying: dict[Json, dict[str, Json]] = {}  # JSON-RPC id -> the execution in flight
+        self.end: tuple[int, str] | None = None  # the lowest request index whose answer ends the batch
+
+    # -- take-up (R31) -----------------------------------------------------------------------
+    def call_id(self, call: Json) -> Json:
+        return call.get("id") if isinstance(call, dict) else None
+
+    def is_barrier(self, call: Json) -> bool:
+        return isinstance(call, dict) and call.get("name") in self.barriers
+
+    def blocked(self, call: Json) -> bool:
+        if not self.flying:
+            return False
+        if len(self.flying) >= self.limit or any(f["barrier"] for f in self.flying.values()) or self.is_barrier(call):
+            return True
+        cid = self.call_id(call)  # R33: the same id again while its execution runs waits for it
+        return self.bug != "conc-inflight-replay" and any(f["cid"] == cid for f in self.flying.values())
+
+    def start(self, index: int, cid: str, name: str, args: dict[str, Json], principal: str, bound: dict[str, Json],
+              key: str) -> None:
+        rid = self.rpc.start("tool.execute", {"callId": cid, "name": name, "arguments": args,
+                                              "context": {"principal": principal}})
+        self.flying[rid] = {"index": index, "cid": cid, "name": name, "bound": bound, "key": key,
+                            "barrier": name in self.barriers}
+
+    def known(self, index: int, a: dict[str, Json]) -> None:
+        self.answers[index] = a
+        self.completed.append(index)
+        if a["status"] == "error" and self.ex.escalates(a["code"]) and (self.end is None or index < self.end[0]):
+            self.end = (index, a["code"])
+
+    # -- landing (R32) -----------------------------------------------------------------------
+    def wait_one(self) -> None:
+        """Tell the harness we wait (tool.waiting), then land the result it releases."""
+        self.rpc.notify("tool.waiting", {})
+        while True:
+            msg = self.rpc.read()
+            if msg is None:
+                sys.exit(0)
+            if "method" in msg or msg.get("id") not in self.flying:
+                continue  # the answer of a cancelled execution, or nothing of ours: discarded (R35)
+            break
+        f = self.flying.pop(msg["id"])
+        i = f["index"]
+        if self.bug == "conc-budget-check-then-act":
+            self.ex.executed += 1  # charged only now: two take-ups may both have passed the check
+        if "error" in msg:
+            data = msg["error"].get("data") or {}
+            cat = data.get("category") if isinstance(data, dict) else None
+            cat = cat if cat in FAILURES else "INTERNAL_ERROR"
+            self.known(i, {"id": f["cid"], "status": "error", "code": cat, "message": CODES[cat][2],
+                           "next_action": CODES[cat][1], "request_id": f"batch:{i}"})
+            if self.bug == "conc-sibling-failure-drops" or (
+                    self.bug == "conc-abort-first-in-time" and self.ex.escalates(cat)):
+                self.end = (i, cat) if self.ex.escalates(cat) else self.end
+                self.cancel_all()  # like a task group: one failure cancels every sibling
+            return
+        output = msg["result"]["output"]
+        f["bound"]["success"] = (output,)
+        self.known(i, {"id": f["cid"], "status": "ok", "output": output})
+
+    def cancel_all(self) -> None:
+        for rid in list(self.flying):
+            if self.bug != "conc-no-cancel":
+                self.rpc.notify("$/cancelRequest", {"id": rid})
+            del self.flying[rid]
+
+    def run(self) -> dict[str, Json]:
+        for i, call in enumerate(self.calls):
+            while self.end is None and self.blocked(call):
+                self.wait_one()
+            if self.end is not None:
+                break  # R34: once an answer that ends the batch is known, nothing more is taken up
+            a = self.ex.answer(call, i, "batch", start=self.start)
+            if a is not None:
+                self.known(i, a)
+        # await what is owed: every execution of a request before the abort point (R32, R34)
+        while self.flying and (self.end is None or any(f["index"] < self.end[0] for f in self.flying.values())):
+            self.wait_one()
+        self.cancel_all()  # after the abort point: abandoned, and told so (R35)
+        if self.end is not None:
+            cut = self.end[0]
+            order = self.completed if self.bug in ("conc-completion-order", "conc-abort-first-in-time") \
+                else sorted(self.answers)
+            kept = [self.answers[j] for j in order if j < cut]
+            return {"results": kept, "executed": self.ex.executed, "aborted": {"index": cut, "code": self.end[1]}}
+        order = self.completed if self.bug == "conc-completion-order" else sorted(self.answers)
+        return {"results": [self.answers[j] for j in order], "executed": self.ex.executed, "aborted": None}
+
+
+# --------------------------------------------------------------------------------------------
 # JSON-RPC 2.0 plumbing over stdin/stdout, one message per line
 # --------------------------------------------------------------------------------------------
 
 
 class Rpc:
-    def __init__(self) -> None:
+    def __init__(self, concurrent: bool = False) -> None:
         self.next_id = 0
         self.wrong_id = False
         self.executor: Executor | None = None
+        self.concurrent = concurrent
+
+    def start(self, method: str, params: Json) -> int:
+        """Send a request without waiting for its answer (concurrent mode); its JSON-RPC id."""
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        return self.next_id
+
+    def notify(self, method: str, params: Json) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def send(self, msg: dict[str, Json]) -> None:
         sys.stdout.write(json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n")
@@ -398,6 +553,8 @@ class Rpc:
         self.next_id += 1
         self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         msg = self.read()
+        while msg is not None and "method" not in msg and msg.get("id") != self.next_id:
+            msg = self.read()  # the late answer of a cancelled execution: discarded (R35)
         if msg is None:
             sys.exit(0)
         if "error" in msg:
@@ -418,10 +575,14 @@ class Rpc:
         ex = Executor(self, bug)
         while (msg := self.read()) is not None:
             method, rid, params = msg.get("method"), msg.get("id"), msg.get("params")
+            if method is None:
+                continue  # a response nobody waits for (a cancelled execution's): ignored (C6)
             try:
                 if method == "initialize":
-                    result: Json = {"name": "example-python", "version": "1.0",
-                                    "capabilities": {"batch": True, "loop": True}}
+                    caps = {"batch": True, "loop": True}
+                    if self.concurrent:
+                        caps["concurrency"] = True
+                    result: Json = {"name": "example-python", "version": "1.1", "capabilities": caps}
                 elif method == "batch.run":
                     result = ex.batch_run(params)
                 elif method == "loop.run":
@@ -445,8 +606,12 @@ class Rpc:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bug", choices=sorted(BUGS), help="introduce one deliberate bug")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="protocol v1.1: announce the concurrency capability and run overlapping calls concurrently")
     args = ap.parse_args()
-    Rpc().serve(args.bug)
+    if args.bug in CONCURRENT_BUGS and not args.concurrent:
+        ap.error(f"--bug {args.bug} needs --concurrent")
+    Rpc(args.concurrent).serve(args.bug)
     return 0
 
 

@@ -302,17 +302,22 @@ class BatchConfig:
     mode: str
     principal: str
     schemas: Mapping[str, core.ToolSchema]
+    #: protocol v1.1 (PROTOCOL.md C1): R29's bound and the tools whose calls are barriers (R30)
+    max_concurrency: int = 1
+    barriers: frozenset[str] = frozenset()
 
     def run_config(self) -> RunConfig:
         return RunConfig(
             schemas=self.schemas, limits=Limits(max_executions=self.budget), mode=self.mode,
             on_limit="throw" if self.mode == "abort" else "error-result", principal=self.principal,
-            run_id="expected", batch=True,
+            run_id="expected", batch=True, max_concurrency=self.max_concurrency, barriers=self.barriers,
         )
 
     def describe(self) -> str:
-        names = ", ".join(n for n, _ in self.tools) or "none"
-        return f"budget={self.budget}, mode={self.mode}, principal={self.principal!r}, tools=[{names}]"
+        names = ", ".join(n + ("" if n in self.barriers or self.max_concurrency == 1 else " (overlaps)")
+                          for n, _ in self.tools) or "none"
+        conc = f", max_concurrency={self.max_concurrency}" if self.max_concurrency > 1 else ""
+        return f"budget={self.budget}, mode={self.mode}, principal={self.principal!r}{conc}, tools=[{names}]"
 
 
 def _need(cond: bool, where: str, message: str) -> None:
@@ -348,7 +353,26 @@ def parse_batch_config(raw: Json) -> BatchConfig:
     _need(mode in core.MODES, "config.mode", f"must be one of {', '.join(core.MODES)}")
     principal = raw.get("principal", "anonymous")
     _need(isinstance(principal, str), "config.principal", "must be a string")
-    return BatchConfig(tools, budget, mode, principal, schemas)
+    conc = raw.get("concurrency")
+    if conc is None:
+        return BatchConfig(tools, budget, mode, principal, schemas)
+    _need(isinstance(conc, dict), "config.concurrency", "must be an object {maxConcurrency, overlap}")
+    n = conc.get("maxConcurrency")
+    _need(isinstance(n, int) and not isinstance(n, bool) and n >= 1, "config.concurrency.maxConcurrency",
+          "must be an integer >= 1")
+    overlap = conc.get("overlap", "read-only")
+    _need(overlap in core.OVERLAP_POLICIES, "config.concurrency.overlap",
+          f"must be one of {', '.join(core.OVERLAP_POLICIES)}")
+    barriers = []
+    for i, t in enumerate(raw["tools"]):
+        hints = t.get("annotations")
+        _need(hints is None or (isinstance(hints, dict) and all(
+            isinstance(hints.get(h, False), bool) for h in core.HINT_DEFAULTS)), f"config.tools[{i}].annotations",
+            "must be an object of boolean MCP hints")
+        if not core.tool_overlaps({h: hints[h] for h in core.HINT_DEFAULTS if h in hints} if hints else None,
+                                  overlap):
+            barriers.append(t["name"])
+    return BatchConfig(tools, budget, mode, principal, schemas, n, frozenset(barriers))
 
 
 def parse_outcome(raw: Json, where: str) -> Outcome:
@@ -473,8 +497,11 @@ class Expected:
 
 
 def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[Outcome],
-                   params: Params | None = None, spec: Spec | None = None) -> Expected:
+                   params: Params | None = None, spec: Spec | None = None,
+                   releases: Sequence[int] | None = None) -> Expected:
     s = RunState(cfg.run_config())
+    if cfg.max_concurrency > 1 and params is None:
+        return _expected_concurrent(s, calls, outcomes, releases or ())
     feed = iter(outcomes)
     attempts: list[int] = []
 
@@ -488,6 +515,31 @@ def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[O
     else:
         profiled_drive(s, lambda st: {"calls": list(calls)}, outcome_for, params, spec or default_spec())
     return Expected(s, attempts)
+
+
+def _expected_concurrent(s: RunState, calls: Sequence[Json], outcomes: Sequence[Outcome],
+                         releases: Sequence[int]) -> Expected:
+    """Section 5's reference run of a concurrent step (PROTOCOL.md C7): execution k gets the outcome
+    the harness gave the k-th ``tool.execute``; at its j-th wait the run lands the execution the
+    harness released j-th (the lowest in flight when that one is not in flight here)."""
+    j = 0
+
+    def arrive(st: RunState, must: bool) -> int | None:
+        nonlocal j
+        if not must:
+            return None  # the harness releases results only when the implementation waits (C3)
+        flying = core.in_flight(st)
+        want = releases[j] if j < len(releases) else None
+        j += 1
+        hit = next((e.request for e in flying if e.ordinal == want), None)
+        return hit if hit is not None else min(e.request for e in flying)
+
+    def outcome_for(st: RunState, ex: core.Execution) -> Outcome:
+        k = ex.ordinal
+        return outcomes[k - 1] if k <= len(outcomes) else Outcome.success(None)
+
+    core.drive(s, lambda st: list(calls), outcome_for, arrive=arrive)
+    return Expected(s, [e.request for e in sorted(s.executions, key=lambda e: e.ordinal)])
 
 
 # --------------------------------------------------------------------------------------------
@@ -1152,9 +1204,77 @@ def split_events(events: Json) -> tuple[list[ObservedExecution], list[Mapping[st
         elif t == "protocol-error":
             _need(ev.get("code") in PROTOCOL_CODES, f"{where}.code", f"must be one of {', '.join(PROTOCOL_CODES)}")
             perr = ev
+        elif t in ("release", "cancel"):  # protocol v1.1: read by concurrency_events
+            k = ev.get("execution")
+            _need(isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= len(execs), f"{where}.execution",
+                  "must be the number of an execution seen before it")
         else:
-            raise TraceError(f"{where}.type", "must be execute, model, response or protocol-error")
+            raise TraceError(f"{where}.type", "must be execute, model, response, protocol-error, release or cancel")
     return execs, models, response, perr
+
+
+@dataclass
+class ConcurrentRun:
+    """What a concurrent step's trace shows beyond v1 (PROTOCOL.md C7)."""
+
+    releases: list[int]  # execution numbers, in release order
+    choices: list[tuple[int, int]]  # (choice, held) per release
+    cancelled: set[int]
+    overlapped: bool  # were two executions ever in flight at once?
+    twice: bool  # did an execution start while another of the same call id was in flight?
+
+    def unfinished(self, n: int) -> list[int]:
+        """Executions neither released nor cancelled (left running when the step was answered, R35)."""
+        done = set(self.releases) | self.cancelled
+        return [k for k in range(1, n + 1) if k not in done]
+
+    def schedule_text(self, execs: Sequence[ObservedExecution]) -> str:
+        if not self.releases:
+            return "Let the harness release no answer (none was waited for)."
+        order = ", then ".join(f"execution {k} ({compact(execs[k - 1].call_id, 14)})" if k <= len(execs)
+                               else f"execution {k}" for k in self.releases)
+        sched = [c for c, _ in self.choices]
+        while sched and sched[-1] == 0:
+            sched.pop()
+        return f"Let the harness release the tool answers in the order {order} (schedule {sched})."
+
+
+def concurrency_events(events: Sequence[Mapping[str, Json]]) -> ConcurrentRun:
+    run = ConcurrentRun([], [], set(), False, False)
+    flying: dict[int, Json] = {}
+    k = 0
+    for ev in events:
+        t = ev.get("type")
+        if t == "execute":
+            k += 1
+            cid = ev.get("callId")
+            if flying:
+                run.overlapped = True
+            if isinstance(cid, str) and cid in flying.values():
+                run.twice = True
+            flying[k] = cid
+        elif t == "release":
+            run.releases.append(ev["execution"])
+            run.choices.append((ev.get("choice", 0), ev.get("of", 1)))
+            flying.pop(ev["execution"], None)
+        elif t == "cancel":
+            run.cancelled.add(ev["execution"])
+            flying.pop(ev["execution"], None)
+    return run
+
+
+#: A divergence in a concurrent step, named by section 5's rule where one applies (PROTOCOL.md C7).
+_CONCURRENT_RULE: Final = {"R9": "R31", "R11": "R32", "R14": "R32", "R13": "R34", "R6": "R33"}
+
+
+def concurrent_rule(rule: str, run: ConcurrentRun | None) -> str:
+    """The rule a divergence of a concurrent step is named by: section 5's form of the sequential
+    rule (R33 only when an execution started while another of its id was in flight)."""
+    if run is None:
+        return rule
+    if rule == "R6" and not run.twice:
+        return rule
+    return _CONCURRENT_RULE.get(rule, rule)
 
 
 def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: Params | None = None) -> Verdict:
@@ -1170,7 +1290,9 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
     execs, _models, response, perr = split_events(trace.get("events"))
     _need(response is not None or perr is not None, "trace.events",
           "must end with a response or a protocol-error event")
-    exp = expected_batch(cfg, calls, [e.outcome for e in execs], params, spec)
+    conc = concurrency_events(trace["events"]) if cfg.max_concurrency > 1 else None
+    exp = expected_batch(cfg, calls, [e.outcome for e in execs], params, spec,
+                         conc.releases if conc is not None else None)
     attributed, mismatch = attribute_executions(calls, exp.attempts, execs)
     result = response.get("result") if response is not None else None
     shape_error = check_batch_result_shape(result) if response is not None else None
@@ -1210,6 +1332,17 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
         af = _answer_finding(spec, exp, calls, results, aborted_obs, executed_idx)
         if af is not None:
             findings.append(af)
+    if conc is not None and perr is None and response is not None:
+        left = conc.unfinished(len(execs))
+        if left:
+            k = left[0]
+            idx = attributed[k - 1][0] if k <= len(attributed) else None
+            findings.append(_Finding(
+                (len(calls), 0), "R35", "running-execution-not-cancelled", idx,
+                {"execution": k, "cancelled": True}, {"execution": k, "cancelled": False},
+                f"Then every execution still running when the batch ends is cancelled ($/cancelRequest) or its "
+                f"result awaited (R35); but execution {k} ({describe_execution(execs[k - 1])}) was still running, "
+                f"never cancelled, when the batch was answered."))
     if not findings and results is not None:
         assert isinstance(result, dict)
         tf = _totals_finding(spec, exp, calls, result, len(execs),
@@ -1220,12 +1353,17 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
         return Verdict(None, exp.summary(), observed)
     first = min(findings, key=lambda f: f.order)
     violated = observed_invariants(cfg.run_config(), calls, attributed, results or [], aborted_obs)
+    rule = concurrent_rule(first.rule, conc)
+    let = let_clause(cfg.describe(), raw, aside=aside)
+    if conc is not None:
+        let += "\n" + conc.schedule_text(execs)
+        observed["schedule"] = [c for c, _ in conc.choices]
     v = Violation(
-        rule=first.rule, kind=first.kind, index=first.index, expected=first.expected, observed=first.observed,
-        explanation=let_clause(cfg.describe(), raw, aside=aside) + "\n" + first.then,
-        invariant=None if first.rule.startswith("P") else pick_invariant(spec, first.rule, violated),
+        rule=rule, kind=first.kind, index=first.index, expected=first.expected, observed=first.observed,
+        explanation=let + "\n" + first.then,
+        invariant=None if rule.startswith("P") else pick_invariant(spec, rule, violated),
         invariants=violated,
-        checked_by=_rules_by_id(spec).get(first.rule, ()),
+        checked_by=_rules_by_id(spec).get(rule, ()),
         transition=(spec_answer_text(spec, exp, calls, first.index)[1]
                     if first.index is not None and first.index < len(calls) else None),
     )

@@ -44,7 +44,7 @@ from ._adapter import Impl, ImplFactory, Target
 from ._coverage import Coverage
 from ._exercised import exercised
 from ._generate import Ahead, Generator, matches
-from ._harness import amend_late, failed_start_trace, late_message, run_step, trace_failed
+from ._harness import amend_late, failed_start_trace, late_message, realized_schedule, run_step, trace_failed
 from ._model import (
     CAMPAIGN_FORMAT,
     RULE_FILE,
@@ -81,6 +81,8 @@ class Settings:
     #: the spec the campaign judges by (a loop.toml path; None = the shipped spec). It travels with the
     #: settings so that --jobs and --dask workers judge by the same spec as the campaign.
     spec: str | None = None
+    #: batch steps run concurrently too (protocol v1.1): the implementation announced ``concurrency``
+    concurrency: bool = False
 
     def to_json(self) -> dict[str, Json]:
         return {"mode": self.mode, "maxExamples": self.max_examples, "seed": self.seed,
@@ -132,7 +134,7 @@ class Explorer:
         self.factory = factory
         self.s = settings
         self.gen = Generator(settings.mode, seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls,
-                             normalize=factory.step_normalizer())
+                             normalize=factory.step_normalizer(), concurrency=settings.concurrency)
         self.on_finding = on_finding
         self.on_progress = on_progress
         self.impl: Impl | None = None
@@ -221,6 +223,8 @@ class Explorer:
             t0 = time.perf_counter()
             trace = run_step(impl, step)
             dt = time.perf_counter() - t0
+            if isinstance(step.get("schedule"), dict):  # a PCT policy: keep the choices it made (PROTOCOL.md C4)
+                step = {**step, "schedule": realized_schedule(trace)}
             self.stats.step_seconds += dt
             self.stats.steps += 1
             for e in trace["events"]:
@@ -379,6 +383,12 @@ class Explorer:
         return best
 
 
+def announces_concurrency(info: Json) -> bool:
+    """Did the implementation announce protocol v1.1's ``concurrency`` capability (PROTOCOL.md C1)?"""
+    caps = info.get("capabilities") if isinstance(info, dict) else None
+    return isinstance(caps, dict) and caps.get("concurrency") is True
+
+
 def not_reproduced(f: Finding) -> Finding:
     """A divergence seen on the live process that a fresh process does not reproduce, even after the
     earlier runs kept as its history: P7 (state carried across runs from further back, or
@@ -507,7 +517,8 @@ class Campaign:
                                  seed=seed if seed is not None else random.randrange(2**32), steps=steps,
                                  max_calls=max_calls, isolation=isolation, shrink_seconds=shrink_seconds,
                                  time_budget=time_budget, profile=profile, confirm=confirm,
-                                 spec=str(default_spec_path()) if spec_chosen() else None)
+                                 spec=str(default_spec_path()) if spec_chosen() else None,
+                                 concurrency=mode == "batch" and profile is None and announces_concurrency(factory.info))
         self.seed = self.settings.seed
         self.mode = mode
         self.max_examples = max_examples
@@ -551,7 +562,7 @@ class Campaign:
 
     def meta(self) -> dict[str, Json]:
         return {"impl": self.factory.describe(), "seed": self.seed, "implInfo": self.factory.info,
-                "profile": self.profile or "strict"}
+                "profile": self.profile or "strict", "concurrency": self.settings.concurrency}
 
     def write_finding(self, f: Finding) -> list[str]:
         from ._paths import diagram_trace

@@ -30,6 +30,7 @@ from .._core import CODE_TABLE, Outcome, RunState
 from .._judge import CANARY_PREFIX, parse_batch_config, wire_answer
 from .._judge_loop import LOOP_RESULT_FIELDS, _reply_value, parse_loop_config
 from ._coverage import REACHABLE, path
+from ._harness import chooser, is_concurrent
 from ._vocab import (
     MALFORMED,
     PRINCIPALS,
@@ -72,6 +73,9 @@ class Prediction:
     codes: list[str]  # the answers' codes ("ok", "ok (replay)" or the error code), the aborting one too
     stop: str | None
     state: RunState | None = None  # the driver's final state (not sent between processes)
+    #: a concurrent step (protocol v1.1): the harness's releases (execution, choice, held), in order
+    releases: list[tuple[int, int, int]] | None = None
+    cancels: frozenset[int] = frozenset()  # executions a correct implementation cancels (R34, R35)
 
 
 def _codes(s: RunState) -> list[str]:
@@ -130,10 +134,49 @@ def _batch_config(raw: Mapping[str, Json]) -> core.RunConfig:
                           run_id="expected", batch=True)
 
 
+def _predict_concurrent(step: Mapping[str, Json]) -> Prediction:
+    """A concurrent batch step (PROTOCOL.md section 7): section 5's reference run, landing at each
+    wait the execution the step's schedule picks among those in flight (in start order), as the
+    harness does at each ``tool.waiting`` of a correct implementation."""
+    script = step.get("script", [])
+    rc = parse_batch_config(step["config"]).run_config()
+    s = RunState(rc)
+    calls = list(step["calls"])
+    choose = chooser(step.get("schedule", []))
+    releases: list[tuple[int, int, int]] = []
+
+    def arrive(st: RunState, must: bool) -> int | None:
+        if not must:
+            return None
+        flying = core.in_flight(st)
+        c = choose(len(releases), [e.ordinal for e in flying])
+        releases.append((flying[c].ordinal, c, len(flying)))
+        return flying[c].request
+
+    def outcome_for(st: RunState, ex: core.Execution) -> Outcome:
+        k = ex.ordinal
+        if k <= len(script):
+            entry = script[k - 1]
+            return Outcome.failure(entry["fail"]) if "fail" in entry else Outcome.success(entry.get("value"))
+        return Outcome.success({"tool": ex.tool, "execution": k})
+
+    core.drive(s, lambda st: calls, outcome_for, arrive=arrive)
+    execs = []
+    for ex in sorted(s.executions, key=lambda e: e.ordinal):
+        r = s.requests[ex.request]
+        execs.append((r.call_id, r.name, r.arguments, rc.principal))
+    response = {"results": [wire_answer(a) for a in s.answers], "executed": s.executed,
+                "aborted": None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]}}
+    return Prediction(execs, response, [], path(s), _codes(s), s.stop_reason, s, releases,
+                      frozenset(e.ordinal for e in s.executions if e.abandoned))
+
+
 def predict(step: Mapping[str, Json]) -> Prediction:
     """Run ``step`` through the reference driver (the strict spec), as the harness would feed it."""
     script = step.get("script", [])
     execs: list[Any] = []
+    if is_concurrent(step):
+        return _predict_concurrent(step)
     if step.get("kind", "batch") == "batch":
         rc = _batch_config(step["config"])
         s = RunState(rc)
@@ -213,10 +256,19 @@ def matches(trace: Mapping[str, Json], p: Prediction) -> bool:
         return False
     execs = p.executions
     models = p.models
-    k = m = 0
+    releases = p.releases or []
+    k = m = rel = cancels = 0
     for ev in events[:-1]:
         t = ev["type"]
-        if t == "execute":
+        if t == "cancel":
+            if ev.get("execution") not in p.cancels:
+                return False
+            cancels += 1
+        elif t == "release":  # the judge reads releases as a sequence of their own (PROTOCOL.md C7)
+            if rel >= len(releases) or (ev.get("execution"), ev.get("choice"), ev.get("of")) != releases[rel]:
+                return False
+            rel += 1
+        elif t == "execute":
             if k >= len(execs):
                 return False
             cid, name, args, principal = execs[k]
@@ -233,7 +285,7 @@ def matches(trace: Mapping[str, Json], p: Prediction) -> bool:
             m += 1
         else:
             return False
-    if k != len(execs) or m != len(models):
+    if k != len(execs) or m != len(models) or rel != len(releases) or cancels != len(p.cancels):
         return False
     result = events[-1]["result"]
     want = p.response
@@ -368,18 +420,44 @@ def _nudge(sw: _Swarm, target: str) -> None:
     sw.target = target
 
 
+#: MCP hints of the tool pool in concurrent steps (R30): lookups and searches read, a write does not.
+_HINTS: Final = {"lookup": {"readOnlyHint": True}, "search": {"readOnlyHint": True, "openWorldHint": True}}
+
+
+def _make_concurrent(r: random.Random, step: dict[str, Json]) -> None:
+    """Make a batch step concurrent (protocol v1.1): a bound, an overlap policy, the tools' hints and
+    a schedule — every choice drawn for a small proposal (which, over a campaign, draws every
+    completion order of it; the campaign also enumerates them, PROTOCOL.md C4), a PCT policy for a
+    larger one."""
+    cfg = step["config"]
+    tools = []
+    for t in cfg["tools"]:
+        hints = _HINTS.get(t["name"]) or {"readOnlyHint": False, "idempotentHint": r.random() < 0.5,
+                                          "destructiveHint": r.random() < 0.5}
+        tools.append({**t, "annotations": dict(hints)})
+    overlap = r.choice(("read-only", "read-only", "idempotent", "all"))
+    step["config"] = {**cfg, "tools": tools,
+                      "concurrency": {"maxConcurrency": r.choice((2, 2, 3, 4)), "overlap": overlap}}
+    n = len(step["calls"])
+    if n <= 3:
+        step["schedule"] = [r.randrange(3) for _ in range(n)]
+    else:
+        step["schedule"] = {"pct": r.getrandbits(31), "depth": r.choice((1, 1, 2, 3))}
+
+
 class Generator:
     """Examples of ``steps`` steps, example ``i`` from its own seeded stream (plus the coverage seen
     so far, when ``guided``)."""
 
     def __init__(self, mode: str, *, seed: int, steps: int = 8, max_calls: int = 6,
                  normalize: Callable[[dict[str, Json]], dict[str, Json]] | None = None,
-                 guided: bool = True) -> None:
+                 guided: bool = True, concurrency: bool = False) -> None:
         if mode not in ("batch", "loop"):
             raise ValueError(f"mode must be batch or loop, got {mode!r}")
         self.mode, self.seed, self.steps, self.max_calls = mode, seed, steps, max_calls
         self.normalize = normalize
         self.guided = guided
+        self.concurrency = concurrency and mode == "batch"
         self.hits: Counter[str] = Counter()
         self.reachable = REACHABLE[mode]
 
@@ -448,7 +526,10 @@ class Generator:
         cfg = self._config(r, sw)
         n = r.randint(0, sw.max_calls)
         calls = self._calls(r, sw, cfg["tools"], [], n)
-        return {"kind": "batch", "config": cfg, "calls": calls, "script": self._script(r, sw, r.randint(0, 4))}
+        step = {"kind": "batch", "config": cfg, "calls": calls, "script": self._script(r, sw, r.randint(0, 4))}
+        if self.concurrency and r.random() < 0.8:
+            _make_concurrent(r, step)
+        return step
 
     def loop_step(self, r: random.Random, sw: _Swarm) -> dict[str, Json]:
         base = self._config(r, sw)

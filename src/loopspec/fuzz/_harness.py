@@ -19,21 +19,34 @@ neither calls nor a final answer); ``{"final": "done"}`` after the end of the li
 
 **Scheduling.** The implementation's requests are answered here, in :meth:`_Recorder.__call__`,
 each as it arrives (protocol v1 is sequential): the one place that decides when a request is
-answered.
+answered. A concurrent step (protocol v1.1, PROTOCOL.md section 7: ``config.concurrency``) goes to
+:class:`_ConcurrentRecorder`, which holds every ``tool.execute`` answer and releases one at each
+``tool.waiting`` of the implementation, the one the step's **schedule** picks (:func:`chooser`:
+an explicit list of choices, or a PCT policy), and records each release and cancellation.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import _core as core
 from .._judge import CANARY_PREFIX, TRACE_FORMAT
 from ._adapter import Impl
-from ._rpc import MODEL_FAILED, TOOL_FAILED, ProtocolFailure, RpcError, show
+from ._rpc import (
+    HOLD,
+    MAX_UNSOLICITED,
+    MODEL_FAILED,
+    REQUEST_CANCELLED,
+    TOOL_FAILED,
+    ProtocolFailure,
+    RpcError,
+    show,
+)
 from ._vocab import DEFAULT_REPLY
 
 __all__ = [
@@ -41,10 +54,13 @@ __all__ = [
     "LATE_GRACE",
     "amend_late",
     "batch_params",
+    "chooser",
     "default_output",
     "execution_cap",
     "failed_start_trace",
+    "is_concurrent",
     "late_message",
+    "realized_schedule",
     "run_batch_step",
     "run_loop_step",
     "run_step",
@@ -76,10 +92,72 @@ def script_outcome(script: Sequence[Mapping[str, Json]], k: int, name: Json, reg
 
 def batch_params(step: Mapping[str, Json]) -> dict[str, Json]:
     cfg = step["config"]
-    return {
+    out = {
         "tools": cfg["tools"], "budget": cfg["budget"], "mode": cfg["mode"], "principal": cfg["principal"],
         "calls": step["calls"],
     }
+    if "concurrency" in cfg:
+        out["concurrency"] = cfg["concurrency"]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Schedules (protocol v1.1, PROTOCOL.md C4)
+# --------------------------------------------------------------------------------------------
+
+#: Chooses the answer released next: (release number j from 0, the held executions' numbers in
+#: start order) -> the position of the one to release.
+Chooser = Callable[[int, Sequence[int]], int]
+
+
+def is_concurrent(step: Mapping[str, Json]) -> bool:
+    """Does ``step`` run concurrently (a batch step with ``config.concurrency``)?"""
+    cfg = step.get("config")
+    return step.get("kind", "batch") == "batch" and isinstance(cfg, dict) and isinstance(cfg.get("concurrency"), dict)
+
+
+def chooser(schedule: Json) -> Chooser:
+    """The choice function of a schedule: a list of choices (entry j, mod the number held; 0 past
+    its end), or ``{"pct": seed, "depth": d}`` — PCT (Burckhardt et al. 2010): each execution gets a
+    random priority when it starts, the highest held is released, and at d change points (among
+    the first releases) the highest held drops below every other. Deterministic: the harness and
+    the prediction call it on the same held lists and get the same choices."""
+    if isinstance(schedule, dict) and isinstance(schedule.get("pct"), int):
+        seed = schedule["pct"]
+        depth = schedule.get("depth", 1)
+        depth = depth if isinstance(depth, int) and 0 <= depth <= 16 else 1
+        rng = random.Random(seed)
+        changes = frozenset(rng.sample(range(8), min(depth, 8)))
+        lowered: dict[int, float] = {}
+
+        def prio(k: int) -> float:
+            if k in lowered:
+                return lowered[k]
+            return random.Random(seed * 1_000_003 + k).random() + 1.0
+
+        def pct(j: int, held: Sequence[int]) -> int:
+            best = max(range(len(held)), key=lambda i: prio(held[i]))
+            if j in changes and len(held) > 1:
+                lowered[held[best]] = -float(j)  # a change point: the favourite drops below all others
+                best = max(range(len(held)), key=lambda i: prio(held[i]))
+            return best
+
+        return pct
+    choices = [c for c in schedule if isinstance(c, int) and not isinstance(c, bool) and c >= 0] \
+        if isinstance(schedule, list) else []
+
+    def listed(j: int, held: Sequence[int]) -> int:
+        return (choices[j] if j < len(choices) else 0) % len(held)
+
+    return listed
+
+
+def realized_schedule(trace: Mapping[str, Json]) -> list[int]:
+    """The choices a concurrent step's run used (its release events), trailing zeros dropped."""
+    out = [e.get("choice", 0) for e in trace.get("events") or () if isinstance(e, dict) and e.get("type") == "release"]
+    while out and out[-1] == 0:
+        out.pop()
+    return out
 
 
 def execution_cap(requests: int, retries: int = 0) -> int:
@@ -180,12 +258,81 @@ class _Recorder:
         return reply
 
 
+class _ConcurrentRecorder(_Recorder):
+    """A concurrent step (PROTOCOL.md section 7): every ``tool.execute`` answer is held (C3) and
+    released at a ``tool.waiting``, the one the schedule picks (C4); ``$/cancelRequest`` cancels a
+    held one (C5); what is still held when the step is answered is answered ``-32800`` (C6)."""
+
+    def __init__(self, step: Mapping[str, Json], method: str) -> None:
+        super().__init__(step, method)
+        self.choose = chooser(step.get("schedule", []))
+        #: (execution number, JSON-RPC id, reply, result or None, error or None), in start order
+        self.held: list[tuple[int, Json, Callable[..., None], Json, RpcError | None]] = []
+        self.releases = 0
+        self.notes = 0
+
+    def request(self, rid: Json, method: str, params: Json, reply: Callable[..., None]) -> Json:
+        if method != "tool.execute":
+            return self(method, params)
+        try:
+            result, error = self(method, params), None
+        except ProtocolFailure:
+            raise
+        except RpcError as err:
+            if self.failure is not None:
+                raise
+            result, error = None, err
+        self.held.append((self.k, rid, reply, result, error))
+        return HOLD
+
+    def notification(self, method: str, params: Json) -> None:
+        if self.failure is not None:
+            return
+        if method == "tool.waiting":
+            if not self.held:
+                return
+            n = len(self.held)
+            c = self.choose(self.releases, [h[0] for h in self.held])
+            k, _rid, reply, result, error = self.held.pop(c)
+            self.releases += 1
+            self.events.append({"type": "release", "execution": k, "choice": c, "of": n})
+            reply(result, error)
+            return
+        if method == "$/cancelRequest":
+            rid = params.get("id") if isinstance(params, dict) else None
+            for i, h in enumerate(self.held):
+                if h[1] == rid and rid is not None:
+                    self.held.pop(i)
+                    self.events.append({"type": "cancel", "execution": h[0]})
+                    h[2](None, RpcError(REQUEST_CANCELLED, "request cancelled"))
+                    return
+            return  # cancelling an answered (or unknown) request: nothing to do
+        self.notes += 1
+        if self.notes > MAX_UNSOLICITED:
+            self.failure = ProtocolFailure("P4", "unsolicited-traffic",
+                                           f"{self.notes} notifications during {self.method}; the last: {show(method, 40)}")
+            raise self.failure
+
+    def finish(self) -> None:
+        """The step was answered (or failed): answer what is still held, so the exchange stays in step."""
+        held, self.held = self.held, []
+        for h in held:
+            try:
+                h[2](None, RpcError(REQUEST_CANCELLED, "the batch was answered while this execution ran"))
+            except ProtocolFailure:
+                return
+
+
 def _run(impl: Impl, step: Mapping[str, Json], method: str, params: dict[str, Json],
          trace: dict[str, Json]) -> dict[str, Json]:
-    rec = _Recorder(step, method)
+    rec = _ConcurrentRecorder(step, method) if is_concurrent(step) else _Recorder(step, method)
     trace["events"] = rec.events
     try:
-        result = impl.call(method, params, rec)
+        try:
+            result = impl.call(method, params, rec)
+        finally:
+            if isinstance(rec, _ConcurrentRecorder):
+                rec.finish()
     except ProtocolFailure as f:
         rec.events.append((rec.failure or f).to_event())
         return trace

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from ._wire import MAX_LINE, WireError, decode_line
 
-__all__ = ["Channel", "Peer", "ProtocolFailure", "RpcError"]
+__all__ = ["HOLD", "Channel", "Peer", "ProtocolFailure", "RpcError"]
 
 Json = Any
 
@@ -35,6 +35,17 @@ INVALID_PARAMS: Final = -32602
 INTERNAL: Final = -32603
 TOOL_FAILED: Final = -32000  # tool.execute: the tool failed; data.category is the failure class
 MODEL_FAILED: Final = -32001  # model.next: the model failed
+REQUEST_CANCELLED: Final = -32800  # v1.1: an abandoned tool.execute (PROTOCOL.md C5, C6)
+
+
+class _Hold:
+    def __repr__(self) -> str:
+        return "HOLD"
+
+
+#: A handler's result meaning "answer this request later" (protocol v1.1, PROTOCOL.md C3): the
+#: handler keeps the ``reply`` callable it was given and calls it when it releases the answer.
+HOLD: Final = _Hold()
 
 
 class RpcError(Exception):
@@ -276,6 +287,8 @@ class Peer:
                     raise ProtocolFailure("P4", "flood", f"more than {MAX_NESTED_REQUESTS} requests while waiting "
                                                          f"for the answer to {what}")
                 self._answer(msg, h)
+            elif kind == "notification" and hasattr(h, "notification"):
+                h.notification(msg["method"], msg.get("params"))  # type: ignore[union-attr]
             elif kind == "notification":
                 notes += 1
                 note_bytes += len(show(msg, 1 << 20))
@@ -315,6 +328,21 @@ class Peer:
     def _answer(self, msg: dict[str, Json], handler: Handler | None) -> None:
         rid = msg["id"]
         method = msg["method"]
+        if handler is not None and hasattr(handler, "request"):  # may hold the answer (v1.1)
+            def reply(result: Json = None, error: RpcError | None = None) -> None:
+                if error is not None:
+                    self.channel.send({"jsonrpc": JSONRPC, "id": rid, "error": error.to_json()})
+                else:
+                    self.channel.send({"jsonrpc": JSONRPC, "id": rid, "result": result})
+
+            try:
+                got = handler.request(rid, method, msg.get("params"), reply)
+            except RpcError as err:
+                reply(error=err)
+                return
+            if got is not HOLD:
+                reply(got)
+            return
         if handler is None:
             self.channel.send({"jsonrpc": JSONRPC, "id": rid,
                                "error": {"code": METHOD_NOT_FOUND, "message": f"no method {method}"}})

@@ -1,0 +1,179 @@
+"""The fuzzer's concurrent side (issue 16; spec/PROTOCOL.md section 7, SPEC.md section 5).
+
+Protocol v1.1: the harness holds every ``tool.execute`` answer of a concurrent step and releases one
+at each ``tool.waiting``, the one the step's schedule picks (C3, C4); ``$/cancelRequest`` cancels
+(C5). Each classic race of examples/python/executor.py's concurrent mode is shown on a fixed minimal
+step whose schedule exposes it (the rule it breaks named by the judge), the correct concurrent
+executor passes the same steps, and one campaign finds, shrinks and replays a race with its schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopspec._judge import judge
+from loopspec.fuzz._adapter import ImplFactory
+from loopspec.fuzz._campaign import Campaign
+from loopspec.fuzz._generate import Generator, matches, predict
+from loopspec.fuzz._harness import chooser, realized_schedule, run_step
+from loopspec.fuzz._model import load_case
+from tests.fuzz_helpers import EXAMPLE, schema_validator
+
+Json = Any
+OPEN = {"type": "object", "properties": {}}
+
+
+def cmd(bug: str | None = None) -> str:
+    return f"{sys.executable} {EXAMPLE} --concurrent" + (f" --bug {bug}" if bug else "")
+
+
+def cstep(n: int = 2, *, budget: int = 5, mode: str = "continue", script: list[Json] | None = None,
+          schedule: Json = None, ids: list[str] | None = None, limit: int = 2) -> dict[str, Json]:
+    ids = ids or [f"c{i + 1}" for i in range(n)]
+    return {
+        "kind": "batch",
+        "config": {"tools": [{"name": "lookup", "inputSchema": OPEN, "annotations": {"readOnlyHint": True}},
+                             {"name": "write", "inputSchema": OPEN}],
+                   "budget": budget, "mode": mode, "principal": "alice",
+                   "concurrency": {"maxConcurrency": limit, "overlap": "read-only"}},
+        "calls": [{"id": cid, "name": "lookup", "arguments": {}} for cid in ids],
+        "script": script or [],
+        "schedule": schedule if schedule is not None else [],
+    }
+
+
+FAIL = {"fail": "INTERNAL_ERROR"}
+#: bug -> (the step whose schedule exposes it, the rule named: SPEC.md section 5)
+RACES: dict[str, tuple[dict[str, Json], str]] = {
+    # R31: two take-ups both pass the budget check before either charges it
+    "conc-budget-check-then-act": (cstep(2, budget=1), "R31"),
+    # R32: the second result is released first; answers must stay in request order
+    "conc-completion-order": (cstep(2, schedule=[1]), "R32"),
+    # R32: the second call fails first; the first call's answer must not be lost
+    "conc-sibling-failure-drops": (cstep(2, script=[{"value": 1}, FAIL], schedule=[1]), "R32"),
+    # R33: the same id again while its execution runs waits for it (then replays)
+    "conc-inflight-replay": (cstep(ids=["c1", "c1"]), "R33"),
+    # R34: the later request fails first in time; the abort point is the earlier request's answer
+    "conc-abort-first-in-time": (cstep(2, mode="abort", script=[{"value": 1}, FAIL], schedule=[1]), "R34"),
+    # R35: request 0 fails (abort); request 1 still running must be cancelled
+    "conc-no-cancel": (cstep(2, mode="abort", script=[FAIL]), "R35"),
+}
+
+
+@pytest.fixture(scope="module")
+def live() -> Any:
+    """One process per executor variant (each step starts fresh by the protocol)."""
+    factories: dict[str | None, ImplFactory] = {}
+    impls: dict[str | None, Any] = {}
+
+    def get(bug: str | None) -> Any:
+        if bug not in impls:
+            factories[bug] = ImplFactory(cmd(bug), timeout=10.0, warm=False)
+            impls[bug] = factories[bug].open("batch")
+        return impls[bug]
+
+    yield get
+    for f in factories.values():
+        f.close()
+
+
+@pytest.mark.parametrize("bug", sorted(RACES))
+def test_each_race_is_caught_by_its_rule_with_its_schedule(bug: str, live: Any) -> None:
+    st, rule = RACES[bug]
+    trace = run_step(live(bug), st)
+    v = judge(trace)
+    assert not v.ok and v.violation is not None
+    assert v.violation.rule == rule, (bug, v.violation.rule, v.violation.explanation)
+    assert "Let the harness release the tool answers in the order" in v.violation.explanation
+    schema_validator("trace.schema.json").validate(trace)
+
+
+@pytest.mark.parametrize("bug", sorted(RACES))
+def test_the_correct_concurrent_executor_passes_the_same_step(bug: str, live: Any) -> None:
+    st, _ = RACES[bug]
+    trace = run_step(live(None), st)
+    assert judge(trace).ok, judge(trace).violation
+    assert matches(trace, predict(st))  # the prediction's fast path sees the same releases and cancellations
+
+
+def test_releases_follow_the_schedule_and_abandoned_executions_are_cancelled(live: Any) -> None:
+    """C3-C5: with schedule [1] the second execution's answer goes out first; in abort mode the
+    execution after the abort point is cancelled ($/cancelRequest) and still counts (R12, R35)."""
+    trace = run_step(live(None), cstep(3, schedule=[1, 1], limit=3))
+    rel = [(e["execution"], e["choice"], e["of"]) for e in trace["events"] if e["type"] == "release"]
+    assert rel == [(2, 1, 3), (3, 1, 2), (1, 0, 1)]
+    assert [a["id"] for a in trace["events"][-1]["result"]["results"]] == ["c1", "c2", "c3"]
+    trace = run_step(live(None), RACES["conc-no-cancel"][0])
+    kinds = [e["type"] for e in trace["events"]]
+    assert kinds == ["execute", "execute", "release", "cancel", "response"]
+    assert trace["events"][-1]["result"] == {"results": [], "executed": 2, "aborted": {"index": 0,
+                                                                                      "code": "INTERNAL_ERROR"}}
+
+
+def test_a_sequential_step_stays_v1_for_a_concurrent_executor(live: Any) -> None:
+    st = cstep(2)
+    del st["config"]["concurrency"]
+    trace = run_step(live(None), st)
+    assert judge(trace).ok and not any(e["type"] == "release" for e in trace["events"])
+
+
+def test_chooser_lists_are_taken_mod_the_held_and_pct_is_deterministic() -> None:
+    c = chooser([5, 1])
+    assert [c(0, [1, 2]), c(1, [1, 2, 3]), c(2, [4, 7])] == [1, 1, 0]  # 5 mod 2; 1; past the end: 0
+    runs = []
+    for _ in range(2):
+        p = chooser({"pct": 7, "depth": 2})
+        runs.append([p(j, list(range(j + 1, j + 4))) for j in range(6)])
+    assert runs[0] == runs[1] and all(0 <= x < 3 for x in runs[0])
+    # over many seeds PCT picks every position of a held list at the first release
+    assert {chooser({"pct": s, "depth": 1})(1, [1, 2, 3]) for s in range(40)} == {0, 1, 2}
+    assert realized_schedule({"events": [{"type": "release", "choice": 2}, {"type": "release", "choice": 0}]}) == [2]
+
+
+def test_generator_makes_concurrent_steps_only_when_asked() -> None:
+    seq = Generator("batch", seed=1)
+    assert not any("concurrency" in p.step["config"] for i in range(20) for p in seq.example(i)[0])
+    conc = Generator("batch", seed=1, concurrency=True)
+    steps = [p for i in range(20) for p in conc.example(i)[0]]
+    concurrent = [p for p in steps if "concurrency" in p.step["config"]]
+    assert len(concurrent) > len(steps) // 2
+    assert any(isinstance(p.step["schedule"], dict) for p in concurrent)  # PCT for larger proposals
+    assert any(p.prediction and p.prediction.releases and len(p.prediction.releases) > 1 for p in concurrent)
+
+
+def test_a_campaign_finds_shrinks_and_replays_a_race_with_its_schedule(tmp_path: Path) -> None:
+    factory = ImplFactory(cmd("conc-completion-order"), timeout=10.0)
+    try:
+        factory.release(factory.open("batch"))
+        r = Campaign(factory, out=tmp_path, max_examples=200, seed=1, shrink_seconds=10.0).run()
+    finally:
+        factory.close()
+    rules = {f.rule for f in r.findings}
+    assert "R32" in rules, rules
+    case = load_case(tmp_path / "R32.json")
+    schema_validator("fuzz-case.schema.json").validate(json.loads((tmp_path / "R32.json").read_text()))
+    failing = case["steps"][-1]
+    assert isinstance(failing["schedule"], list) and len(failing["calls"]) <= 3
+    text = (tmp_path / "R32.txt").read_text()
+    assert "Let the harness release the tool answers in the order" in text
+    from loopspec.cli import main
+
+    assert main(["replay", str(tmp_path / "R32.json"), "--impl", cmd("conc-completion-order")]) == 1
+    assert main(["replay", str(tmp_path / "R32.json"), "--impl", cmd()]) == 0
+
+
+def test_the_correct_concurrent_executor_passes_a_campaign() -> None:
+    factory = ImplFactory(cmd(), timeout=10.0)
+    try:
+        factory.release(factory.open("batch"))
+        c = Campaign(factory, max_examples=150, seed=5)
+        assert c.settings.concurrency
+        r = c.run()
+    finally:
+        factory.close()
+    assert r.ok, [(f.rule, f.verdict.violation.explanation) for f in r.findings]
