@@ -229,3 +229,87 @@ def cases() -> dict[str, tuple[str, int, list[str], str]]:
     for name, (rule, doc, make) in FAILURES.items():
         out[f"ledger-concurrent-fail-{name}.ndjson"] = (ndjson(make()), 1, [rule], doc)
     return out
+
+
+# -- telemetry: executions that overlap and complete out of order -------------------------------------
+
+
+def _edit_spans(text: str, edit: Callable[[dict[str, Any]], None]) -> str:
+    out = []
+    for line in text.splitlines():
+        d = json.loads(line)
+        for rs in d["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    edit(sp)
+        out.append(json.dumps(d, separators=(",", ":")))
+    return "\n".join(out) + "\n"
+
+
+def _attr(sp: dict[str, Any], key: str) -> Any:
+    return next((a["value"] for a in sp.get("attributes", []) if a["key"] == key), None)
+
+
+def _tool_span(sp: dict[str, Any], cid: str | None = None) -> bool:
+    op = _attr(sp, "gen_ai.operation.name")
+    if op is None or op.get("stringValue") != "execute_tool":
+        return False
+    got = _attr(sp, "gen_ai.tool.call.id")
+    return cid is None or (got is not None and got.get("stringValue") == cid)
+
+
+def telemetry_cases(golden: Any) -> dict[str, tuple[str, int, list[str], str]]:
+    """Real recordings (tests/telemetry_recordings.py) with their span times edited: pydantic-ai's two
+    overlapping execute_tool spans made to complete in reverse order (conforming: the answers are still
+    in request order), then its next model call given the answers in completion order (R32); LangGraph's
+    two executions of one call id made to overlap (R33)."""
+    pyd = (golden / "rec-pydantic-ai-pass.otlp.jsonl").read_text(encoding="utf-8")
+    ends: dict[str, str] = {}
+
+    def collect(sp: dict[str, Any]) -> None:
+        if _tool_span(sp):
+            ends[_attr(sp, "gen_ai.tool.call.id")["stringValue"]] = sp["endTimeUnixNano"]
+
+    _edit_spans(pyd, collect)
+
+    def reverse_ends(sp: dict[str, Any]) -> None:
+        if _tool_span(sp, "call_1"):
+            sp["endTimeUnixNano"] = ends["call_2"]
+        elif _tool_span(sp, "call_2"):
+            sp["endTimeUnixNano"] = str(int(ends["call_1"]) - 1)
+
+    reversed_ = _edit_spans(pyd, reverse_ends)
+
+    def answers_as_completed(sp: dict[str, Any]) -> None:
+        v = _attr(sp, "gen_ai.input.messages")
+        if v is None:
+            return
+        msgs = json.loads(v["stringValue"])
+        for m in msgs:
+            parts = m.get("parts", [])
+            if len(parts) == 2 and all(p.get("type") == "tool_call_response" for p in parts):
+                m["parts"] = parts[::-1]
+        v["stringValue"] = json.dumps(msgs, separators=(",", ":"))
+
+    lg = (golden / "rec-langgraph-fail-same-id-twice.otlp.jsonl").read_text(encoding="utf-8")
+    first: list[dict[str, Any]] = []
+
+    def overlap(sp: dict[str, Any]) -> None:
+        if _attr(sp, "gen_ai.operation.name") is not None and \
+                _attr(sp, "gen_ai.operation.name").get("stringValue") == "execute_tool":
+            if first:
+                sp["startTimeUnixNano"] = str(int(first[0]["endTimeUnixNano"]) - 1000)
+            else:
+                first.append(sp)
+
+    return {
+        "otlp-concurrent-pass-completion-order.otlp.jsonl": (
+            reversed_, 0, [], "pydantic-ai's two overlapping tool executions completing in reverse order; the next "
+                              "model call gets the answers in request order (span times edited)"),
+        "otlp-concurrent-fail-answers-in-completion-order.otlp.jsonl": (
+            _edit_spans(reversed_, answers_as_completed), 1, ["R32"],
+            "the same run whose next model call gets the answers in completion order"),
+        "otlp-concurrent-fail-in-flight-id.otlp.jsonl": (
+            _edit_spans(lg, overlap), 1, ["R33"],
+            "LangGraph's two executions of one call id, made to overlap: the second starts while the first runs"),
+    }

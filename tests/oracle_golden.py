@@ -208,8 +208,9 @@ def write_inputs() -> list[dict[str, Any]]:
     put("ledger-mixed.ndjson", _ndjson(both), 1, [MUTATIONS[0].rule],
         "a violating run interleaved with a conforming one: both are checked")
     from tests.oracle_concurrent import cases as concurrent_cases
+    from tests.oracle_concurrent import telemetry_cases
 
-    for name, (text, code, rules, doc) in concurrent_cases().items():
+    for name, (text, code, rules, doc) in {**concurrent_cases(), **telemetry_cases(GOLDEN)}.items():
         put(name, text, code, rules, doc)
     put("ledger-bad-input.ndjson", bad_input(scen), 2, [],
         "malformed lines, wrong types, unknown events, a run without run_started, deep nesting: each named by "

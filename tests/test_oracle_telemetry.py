@@ -111,7 +111,7 @@ def test_a_conforming_run_lists_what_it_verified() -> None:
     (rec,) = run(*good(defs=TOOLS))
     assert rec.verdict == "conforms" and rec.input == "otlp-json"
     assert rec.summary["executions"] == 2 and rec.summary["recorded"] == ["messages", "executions", "tool definitions"]
-    assert rec.checks["verified"] == ["R2", "R3", "R4", "R6", "R7", "R11", "R12", "R28"]
+    assert rec.checks["verified"] == ["R2", "R3", "R4", "R6", "R7", "R11", "R12", "R28", "R32", "R33"]
     assert "R9" in rec.checks["notWitnessed"]
 
 

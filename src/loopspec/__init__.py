@@ -24,7 +24,17 @@ from ._engine import (
     tool,
 )
 from ._ledger import Ledger
+from ._oplog import (
+    MemoryOperationLedger,
+    OperationLedger,
+    Rejected,
+    SQLiteOperationLedger,
+    WriteExecutor,
+    WriteHandler,
+    open_operation_ledger,
+)
 from ._spec import Spec, SpecError, load_rules, load_spec
+from ._writes import WriteTool, idempotency_key
 
 __version__ = "0.1.0"
 
@@ -35,8 +45,12 @@ __all__ = [
     "EngineError",
     "Ledger",
     "Limits",
+    "MemoryOperationLedger",
+    "OperationLedger",
     "Outcome",
+    "Rejected",
     "RunOutcome",
+    "SQLiteOperationLedger",
     "Spec",
     "SpecError",
     "Tool",
@@ -44,11 +58,16 @@ __all__ = [
     "ToolDefinitionError",
     "ToolFailure",
     "Turn",
+    "WriteExecutor",
+    "WriteHandler",
+    "WriteTool",
     "__version__",
     "arun_batch",
     "arun_loop",
+    "idempotency_key",
     "load_rules",
     "load_spec",
+    "open_operation_ledger",
     "run_batch",
     "run_loop",
     "tool",

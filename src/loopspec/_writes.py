@@ -98,8 +98,10 @@ def write_tool_problems(tool: WriteTool, input_schema: Mapping[str, Any] | None,
         out.append(f"{tool.name}: scope must be one of {', '.join(SCOPES)} (R37), got {tool.scope!r}")
     if not tool.key_arguments:
         out.append(f"{tool.name}: a write names at least one key argument (R37): the call id is not a key")
-    props = (input_schema or {}).get("properties") or {}
-    required = set((input_schema or {}).get("required") or ())
+    if input_schema is None:
+        return out
+    props = input_schema.get("properties") or {}
+    required = set(input_schema.get("required") or ())
     for a in tool.key_arguments:
         t = props.get(a, {}).get("type") if isinstance(props.get(a), dict) else None
         if t not in ("string", "integer") or a not in required:

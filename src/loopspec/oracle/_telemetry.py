@@ -454,7 +454,7 @@ def execution(s: Span) -> tuple[Execution, core.ToolSchema | None, bool]:
             err = True
     schema_raw = s.attrs.get("tool.parameters")
     schema = _schema(schema_raw, name) if schema_raw is not None else None
-    return (Execution(cid, name, args if known else None, known, not err, s.path, s.line), schema,
+    return (Execution(cid, name, args if known else None, known, not err, s.path, s.line, s.start, s.end), schema,
             schema_raw is not None)
 
 
@@ -662,7 +662,7 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
     if msgs:
         verified += ["R11", "R28"]
         if execs:
-            verified += ["R2", "R6", "R7", "R12"]
+            verified += ["R2", "R6", "R7", "R12", "R32"]  # answers in request order whatever the completion order
         else:
             assumed += ["R2", "R6", "R7"]
         if execs and tools is not None:
@@ -670,6 +670,8 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
         known = dict(schemas) if tools is None else dict(tools)
         if execs and known and all(v is not None for v in known.values()):
             verified.append("R4")
+    if execs:
+        verified.append("R33")  # executions of one call id never overlap (their spans' times)
     order = {r: k for k, r in enumerate(all_rules)}
     verified.sort(key=lambda r: order.get(r, 999))
     assumed.sort(key=lambda r: order.get(r, 999))

@@ -9,7 +9,8 @@ Each importer turns one conversation into a flat list of :class:`Item` s — a u
 conversation order, and :func:`check_items` walks them:
 
 * every call gets exactly one result, and no result comes without its call (R11);
-* results come in the order of the calls (request order, R11);
+* results come in the order of the calls (request order), whatever order the executions completed
+  in (R11, R32); with executions recorded (telemetry), two of one call id never overlap (R33);
 * a call without a valid id (not a non-blank string) is refused, never answered as a success (R2);
 * a call id reused for *different* content is refused, never answered as a success (R7, R5);
 * a call id reused for the *same* content is a replay: it gets exactly the stored result (R6);
@@ -43,9 +44,12 @@ FORMATS: Final = ("openai-chat", "openai-responses", "anthropic")
 #: the verdict rests on telling an error result from a success, which only Anthropic records
 #: (``is_error``); elsewhere a result is a success unless its content is a loopspec error object.
 WITNESSED: Final[Mapping[str, Mapping[str, str]]] = {
-    "openai-chat": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed", "R2": "assumed"},
-    "openai-responses": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed", "R2": "assumed"},
-    "anthropic": {"R11": "verified", "R28": "verified", "R7": "verified", "R6": "verified", "R2": "verified"},
+    "openai-chat": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed",
+                    "R2": "assumed"},
+    "openai-responses": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed",
+                         "R2": "assumed"},
+    "anthropic": {"R11": "verified", "R28": "verified", "R7": "verified", "R6": "verified",
+                  "R2": "verified"},
 }
 
 ASSUMPTION: Final = ("a result counts as a success unless it is marked as an error (Anthropic is_error) or its "
@@ -96,6 +100,8 @@ class Execution:
     ok: bool | None  # True: succeeded, False: failed, None: not recorded
     path: str
     line: int
+    start: int | None = None  # when it started and ended (ns), when recorded: executions overlap (section 5)
+    end: int | None = None
 
 
 @dataclass
@@ -450,6 +456,8 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
     executed: list[Any] = []
     outcome: list[bool | None] = []  # how each call's recorded execution ended (telemetry)
     executions_seen = 0
+    running: dict[str, Execution] = {}  # call id -> its latest execution (R33)
+    ran: dict[int, Execution] = {}  # position in the proposal -> its execution (completion order, R32)
     final_at: Item | None = None
     calls_seen = 0
     results_seen = 0
@@ -481,10 +489,12 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
             if item.kind == "user":
                 missing(item, "the user speaks again")
                 pending, answered, executed, outcome, final_at = [], [], [], [], None
+                ran.clear()
                 step(f"{item.path} (line {item.line}): the user speaks — a new turn")
             elif item.kind == "final":
                 missing(item, "the model answers")
                 pending, answered, executed, outcome = [], [], [], []
+                ran.clear()
                 final_at = item
                 step(f"{item.path} (line {item.line}): the model gives its final answer — every call is answered")
             elif item.kind == "proposal":
@@ -519,16 +529,29 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                         notes.append(f"#{c.index} repeats #{b.index} (same id, same content)")
                 pending, answered = list(item.calls), [False] * len(item.calls)
                 executed, outcome = [False] * len(item.calls), [None] * len(item.calls)
+                ran.clear()
                 step(f"{item.path} (line {item.line}): the model proposes "
                      + ", ".join(_call_desc(c) for c in item.calls) + (f" [{'; '.join(notes)}]" if notes else ""))
             elif item.kind == "execution":
                 x = item.execution
                 assert x is not None
                 executions_seen += 1
+                prev = running.get(x.id) if isinstance(x.id, str) else None
+                if prev is not None and prev.end is not None and x.start is not None and x.start < prev.end:
+                    c = next((c for c in pending if _same(c.id, x.id)), None)
+                    raise _Broken("R33", "in-flight-id-executed-twice", item, c.index if c is not None else None,
+                                  {"executions in flight": 1}, {"execution": x.path},
+                                  f"Then a call whose id {x.id!r} has an execution in flight ({prev.path}, line "
+                                  f"{prev.line}) waits for its result, then is a replay, a retry or a conflict: two "
+                                  f"executions of one call id never overlap (R33); but {x.path} (line {x.line}) "
+                                  "starts another before the first has ended.")
+                if isinstance(x.id, str):
+                    running[x.id] = x
                 _check_execution(x, item, pending, executed, bindings, final_at, tools, allow_list)
                 j = next(k for k, e in enumerate(executed) if e == "now")
                 executed[j] = True
                 outcome[j] = x.ok
+                ran[j] = x
                 c = pending[j]
                 how = "succeeded" if x.ok else ("failed" if x.ok is False else "ended")
                 step(f"{x.path} (line {x.line}): {_call_desc(c)} executes and {how}")
@@ -560,11 +583,16 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                 c = pending[j]
                 if j != first:
                     f = pending[first]
-                    raise _Broken("R11", "results-out-of-order", item, f.index,
+                    xc, xf = ran.get(j), ran.get(first)
+                    in_time = xc is not None and xc.end is not None and (xf is None or xf.end is None or xc.end < xf.end)
+                    rule, kind = ("R32", "answers-in-completion-order") if in_time else ("R11", "results-out-of-order")
+                    when = (f": {_call_desc(c)}'s execution ({xc.path}, line {xc.line}) completed first, but answers "
+                            "are committed in request order whatever the completion order" if in_time and xc else "")
+                    raise _Broken(rule, kind, item, f.index,
                                   {"next": {"callId": f.id, "index": f.index}}, {"result": {"callId": r.id,
                                                                                             "index": c.index}},
                                   f"Then results come in the order of the calls, so {_call_desc(f)} is answered next "
-                                  f"(R11); but {r.path} (line {r.line}) answers {_call_desc(c)} first.")
+                                  f"({rule}{when}); but {r.path} (line {r.line}) answers {_call_desc(c)} first.")
                 answered[j] = True
                 err = _is_error(r) if r.is_error is not None or outcome[j] is None else not outcome[j]
                 b = bindings.get(c.id) if c.cls != "malformed" else None
