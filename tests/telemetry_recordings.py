@@ -246,7 +246,14 @@ def record_pydantic_ai(sc: dict[str, Any], out: Path, stem: str, seed: int) -> N
 
 def record_openai_agents(sc: dict[str, Any], out: Path, stem: str, seed: int) -> None:
     import httpx
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_trace_processors, set_tracing_disabled
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        Runner,
+        function_tool,
+        set_trace_processors,
+        set_tracing_disabled,
+    )
     from openai import AsyncOpenAI
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
