@@ -19,9 +19,10 @@ import pytest
 from loopspec._judge import judge
 from loopspec.fuzz._adapter import ImplFactory
 from loopspec.fuzz._campaign import Campaign
-from loopspec.fuzz._generate import Generator, matches, predict
+from loopspec.fuzz._generate import Generator, all_orders, matches, predict
 from loopspec.fuzz._harness import chooser, realized_schedule, run_step
 from loopspec.fuzz._model import load_case
+from loopspec.fuzz._reduce import step_candidates
 from tests.fuzz_helpers import EXAMPLE, schema_validator
 
 Json = Any
@@ -177,3 +178,21 @@ def test_the_correct_concurrent_executor_passes_a_campaign() -> None:
     finally:
         factory.close()
     assert r.ok, [(f.rule, f.verdict.violation.explanation) for f in r.findings]
+
+
+def test_all_orders_of_a_small_step_are_enumerated() -> None:
+    """C4: three overlapping lookups have 3! completion orders with three slots, 2 x 2 with two."""
+    orders = all_orders(cstep(3, limit=3))
+    assert len(orders) == 6
+    assert len({tuple(k for k, _, _ in p.releases or ()) for _, p in orders}) == 6
+    assert orders[0][0] == []  # start order first
+    assert len(all_orders(cstep(3, limit=2))) == 4
+    assert all(p.response["results"] == orders[0][1].response["results"] for _, p in orders)  # R32
+
+
+def test_reduction_shrinks_the_schedule_towards_start_order() -> None:
+    st = cstep(3, schedule=[2, 1], limit=4)
+    cands = step_candidates(st)
+    assert {"schedule": [2]}.items() <= next(c for c in cands if c["schedule"] == [2]).items()
+    assert any(c["schedule"] == [0, 1] for c in cands) and any(c["schedule"] == [2, 0] for c in cands)
+    assert any(c["config"]["concurrency"]["maxConcurrency"] == 3 for c in cands)

@@ -1,5 +1,5 @@
 /*
- * A tool-call executor in Java 17 that speaks the loopspec adapter protocol v1 (spec/PROTOCOL.md).
+ * A tool-call executor in Java 17 that speaks the loopspec adapter protocol v1.1 (spec/PROTOCOL.md).
  *
  * One file, no dependencies (it carries a small JSON reader/writer). It implements the rules of
  * spec/SPEC.md for a batch (R1-R17) and for a loop (R18-R22): the per-call check order, id bindings
@@ -10,6 +10,17 @@
  *   javac -d build examples/java/LoopspecExecutor.java
  *   loopspec fuzz --impl "java -cp build LoopspecExecutor"
  *   loopspec fuzz --impl "java -cp build LoopspecExecutor --bug conflict-reuse"   # one deliberate bug
+ *
+ * With --concurrent (protocol v1.1, SPEC.md section 5) it announces the concurrency capability and
+ * runs the overlapping calls of a batch on a thread pool (maxConcurrency threads): requests are
+ * taken up in request order, checked and reserved in one step (R31); each execution runs in a pool
+ * thread that asks the harness (tool.execute) and blocks for the answer; when the next request
+ * cannot be taken up the main thread says tool.waiting, reads the answer the harness releases and
+ * lands it; answers are committed in request order (R32), a repeated id waits for its execution
+ * (R33), abort ends at the lowest request index (R34) and the executions after it are cancelled:
+ * $/cancelRequest, and their pool threads interrupted (R35).
+ *
+ *   loopspec fuzz --impl "java -cp build LoopspecExecutor --concurrent"
  *
  * Deliberate bugs (--bug NAME), for testing the fuzzer: replay-reexecutes (R6: a replay runs the tool
  * again), conflict-reuse (R7: a conflicting request gets the id's stored result), budget-after (R9:
@@ -32,6 +43,12 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 
 public final class LoopspecExecutor {
 
@@ -262,7 +279,7 @@ public final class LoopspecExecutor {
     private final Writer out = new OutputStreamWriter(System.out, StandardCharsets.UTF_8);
     private long nextId = 0;
 
-    private void send(Map<String, Object> msg) throws IOException {
+    private synchronized void send(Map<String, Object> msg) throws IOException {
         out.write(Json.write(msg));
         out.write('\n');
         out.flush();
@@ -401,9 +418,17 @@ public final class LoopspecExecutor {
             return true;
         }
 
+        /** Concurrent mode: set instead of executing (the caller starts the execution). */
+        Start start;
+
         /** Answer one request: R1's check order, then replay or execute. */
-        @SuppressWarnings("unchecked")
         Map<String, Object> answer(Object call, long index) throws IOException {
+            return answer(call, index, false);
+        }
+
+        /** With {@code concurrent}, an execution is not run here: {@link #start} is set and null returned. */
+        @SuppressWarnings("unchecked")
+        Map<String, Object> answer(Object call, long index, boolean concurrent) throws IOException {
             requests++;
             if (maxRequests != null && index >= maxRequests) return error(call, "REQUEST_LIMIT", index);
             if (!wellFormed(call)) return error(call, "INVALID_CALL", index);
@@ -433,6 +458,10 @@ public final class LoopspecExecutor {
             }
             executed++; // charged before the side effect (R9)
             perTool.merge(name, 1L, Long::sum);
+            if (concurrent) {
+                start = new Start(index, id, name, args, b);
+                return null;
+            }
             long attempt = 0;
             while (true) {
                 try {
@@ -460,6 +489,200 @@ public final class LoopspecExecutor {
                 }
             }
         }
+    }
+
+    /** An execution taken up in concurrent mode, not yet started. */
+    record Start(long index, String id, String name, Map<String, Object> args, Binding binding) {}
+
+    // ------------------------------------------------------------------------------------------
+    // Concurrent mode (protocol v1.1): a thread pool
+    // ------------------------------------------------------------------------------------------
+
+    static boolean overlaps(Object hints, String policy) {
+        boolean readOnly = false, idempotent = false, destructive = true;
+        if (hints instanceof Map<?, ?> h) {
+            if (h.get("readOnlyHint") instanceof Boolean v) readOnly = v;
+            if (h.get("idempotentHint") instanceof Boolean v) idempotent = v;
+            if (h.get("destructiveHint") instanceof Boolean v) destructive = v;
+        }
+        if (policy.equals("all") || readOnly) return true;
+        return policy.equals("idempotent") && idempotent && !destructive;
+    }
+
+    /** One execution in flight: its JSON-RPC id, the harness's answer, the pool thread running it. */
+    static final class Flight {
+        final Start s;
+        final long rid;
+        final boolean barrier;
+        final CompletableFuture<Map<String, Object>> reply = new CompletableFuture<>();
+        Future<Map<String, Object>> work;
+        Flight(Start s, long rid, boolean barrier) { this.s = s; this.rid = rid; this.barrier = barrier; }
+    }
+
+    private synchronized long newId() { return ++nextId; }
+
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> concurrentBatch(Map<String, Object> p, Map<String, Object> conc) throws IOException {
+        String mode = p.get("mode") instanceof String m ? m : "abort";
+        List<Object> toolList = (List<Object>) p.get("tools");
+        Run run = new Run(toolList, (String) p.get("principal"), mode,
+            mode.equals("abort") ? "throw" : "error-result", asLong(p.get("budget")), null, null, 0, null);
+        Long n = asLong(conc.get("maxConcurrency"));
+        int limit = (int) Math.max(1, n == null ? 1 : n);
+        String policy = conc.get("overlap") instanceof String o ? o : "read-only";
+        java.util.Set<String> barriers = new java.util.HashSet<>();
+        for (Object o : toolList) {
+            Map<String, Object> t = (Map<String, Object>) o;
+            if (!overlaps(t.get("annotations"), policy)) barriers.add((String) t.get("name"));
+        }
+        List<Object> calls = p.get("calls") instanceof List ? (List<Object>) p.get("calls") : List.of();
+        Map<Long, Map<String, Object>> answers = new TreeMap<>();
+        Map<Long, Flight> flying = new LinkedHashMap<>();
+        long[] end = null; // {index} of the lowest answer that ends the batch
+        String endCode = null;
+        ExecutorService pool = Executors.newFixedThreadPool(limit);
+        try {
+            for (int i = 0; i < calls.size(); i++) {
+                Object call = calls.get(i);
+                while (end == null && blocked(flying, limit, barriers, call)) {
+                    Map<String, Object> a = land(flying, run);
+                    long idx = (Long) a.remove("#index");
+                    answers.put(idx, a);
+                    if (endsBatch(run, a) && (end == null || idx < end[0])) { end = new long[] {idx}; endCode = (String) a.get("code"); }
+                }
+                if (end != null) break; // R34: nothing is taken up once an ending answer is known
+                Map<String, Object> a = run.answer(call, i, true);
+                if (a == null) {
+                    Start st = run.start;
+                    Flight f = new Flight(st, newId(), barriers.contains(st.name()));
+                    flying.put(f.rid, f);
+                    CountDownLatch sent = new CountDownLatch(1);
+                    f.work = pool.submit(() -> execute(f, run.principal, sent));
+                    try {
+                        sent.await(); // tool.execute requests go out in take-up order (C2)
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                } else {
+                    answers.put((long) i, a);
+                    if (endsBatch(run, a) && end == null) { end = new long[] {i}; endCode = (String) a.get("code"); }
+                }
+            }
+            // the answers owed: every execution of a request before the abort point (R32, R34)
+            while (!flying.isEmpty() && (end == null || anyBefore(flying, end[0]))) {
+                Map<String, Object> a = land(flying, run);
+                long idx = (Long) a.remove("#index");
+                answers.put(idx, a);
+                if (endsBatch(run, a) && (end == null || idx < end[0])) { end = new long[] {idx}; endCode = (String) a.get("code"); }
+            }
+            for (Flight f : flying.values()) { // after the abort point: abandoned, and told (R35)
+                Map<String, Object> msg = new LinkedHashMap<>();
+                msg.put("jsonrpc", "2.0");
+                msg.put("method", "$/cancelRequest");
+                msg.put("params", Map.of("id", f.rid));
+                send(msg);
+                f.work.cancel(true);
+            }
+            flying.clear();
+        } finally {
+            pool.shutdownNow();
+        }
+        List<Object> results = new ArrayList<>();
+        for (Map.Entry<Long, Map<String, Object>> e : answers.entrySet()) {
+            if (end == null || e.getKey() < end[0]) results.add(e.getValue());
+        }
+        Map<String, Object> res = new LinkedHashMap<>();
+        res.put("results", results);
+        res.put("executed", run.executed);
+        res.put("aborted", end == null ? Json.NULL : Map.of("index", end[0], "code", endCode));
+        return res;
+    }
+
+    static boolean endsBatch(Run run, Map<String, Object> a) {
+        return "error".equals(a.get("status")) && run.escalates((String) a.get("code"));
+    }
+
+    static boolean anyBefore(Map<Long, Flight> flying, long index) {
+        for (Flight f : flying.values()) if (f.s.index() < index) return true;
+        return false;
+    }
+
+    static boolean blocked(Map<Long, Flight> flying, int limit, java.util.Set<String> barriers, Object call) {
+        if (flying.isEmpty()) return false;
+        if (flying.size() >= limit) return true;
+        for (Flight f : flying.values()) if (f.barrier) return true;
+        Object name = call instanceof Map<?, ?> m ? m.get("name") : null;
+        if (name instanceof String s && barriers.contains(s)) return true;
+        Object id = call instanceof Map<?, ?> m ? m.get("id") : null;
+        for (Flight f : flying.values()) if (f.s.id().equals(id)) return true; // R33: wait for it
+        return false;
+    }
+
+    /** A pool thread: ask the harness to run the tool, block until it answers (or is cancelled). */
+    private Map<String, Object> execute(Flight f, String principal, CountDownLatch sent) throws Exception {
+        Map<String, Object> params = new LinkedHashMap<>();
+        params.put("callId", f.s.id());
+        params.put("name", f.s.name());
+        params.put("arguments", f.s.args());
+        params.put("context", Map.of("principal", principal));
+        Map<String, Object> msg = new LinkedHashMap<>();
+        msg.put("jsonrpc", "2.0");
+        msg.put("id", f.rid);
+        msg.put("method", "tool.execute");
+        msg.put("params", params);
+        try {
+            send(msg);
+        } finally {
+            sent.countDown();
+        }
+        return f.reply.get(); // interrupted when the run abandons it
+    }
+
+    /** Say tool.waiting, route the answer the harness releases to its pool thread, land its result. */
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> land(Map<Long, Flight> flying, Run run) throws IOException {
+        Map<String, Object> note = new LinkedHashMap<>();
+        note.put("jsonrpc", "2.0");
+        note.put("method", "tool.waiting");
+        note.put("params", Map.of());
+        send(note);
+        Flight f;
+        Map<String, Object> reply;
+        while (true) {
+            reply = read();
+            if (reply == null) System.exit(0);
+            Object id = reply.get("id");
+            Long rid = id instanceof BigDecimal d ? d.longValue() : null;
+            if (!reply.containsKey("method") && rid != null && flying.containsKey(rid)) {
+                f = flying.remove(rid);
+                break;
+            } // else: the answer of a cancelled execution: discarded (R35)
+        }
+        f.reply.complete(reply);
+        Map<String, Object> got;
+        try {
+            got = f.work.get();
+        } catch (InterruptedException | ExecutionException e) {
+            got = Map.of("error", Map.of());
+        }
+        Map<String, Object> a;
+        Object res = got.get("result");
+        if (got.containsKey("error") || !(res instanceof Map<?, ?> r) || !r.containsKey("output")) {
+            Object err = got.get("error");
+            Object data = err instanceof Map<?, ?> e ? e.get("data") : null;
+            Object cat = data instanceof Map<?, ?> dm ? dm.get("category") : null;
+            String c = cat instanceof String s && CODES.containsKey(s) && CODES.get(s).kind().equals("failure")
+                ? s : "INTERNAL_ERROR";
+            a = new LinkedHashMap<>(run.error(f.s.id(), c, f.s.index()));
+            a.put("id", f.s.id());
+        } else {
+            Object output = ((Map<String, Object>) res).get("output");
+            f.s.binding().success = output;
+            f.s.binding().hasSuccess = true;
+            a = new LinkedHashMap<>(run.ok(f.s.id(), output));
+        }
+        a.put("#index", f.s.index());
+        return a;
     }
 
     /** Unicode White_Space (R2). Not String.isBlank(): Java's whitespace differs from it both ways. */
@@ -578,15 +801,18 @@ public final class LoopspecExecutor {
         while ((msg = read()) != null) {
             Object id = msg.get("id");
             String method = (String) msg.get("method");
+            if (method == null) continue; // a response nobody waits for (a cancelled execution's, C6)
             Map<String, Object> params = msg.get("params") instanceof Map ? (Map<String, Object>) msg.get("params") : Map.of();
             Map<String, Object> reply = new LinkedHashMap<>();
             reply.put("jsonrpc", "2.0");
             reply.put("id", id);
             try {
                 switch (method) {
-                    case "initialize" -> reply.put("result", Map.of("name", "example-java", "version", "1.0",
-                        "capabilities", Map.of("batch", true, "loop", true)));
-                    case "batch.run" -> reply.put("result", batchRun(params));
+                    case "initialize" -> reply.put("result", Map.of("name", "example-java", "version", "1.1",
+                        "capabilities", CONCURRENT ? Map.of("batch", true, "loop", true, "concurrency", true)
+                                                   : Map.of("batch", true, "loop", true)));
+                    case "batch.run" -> reply.put("result", CONCURRENT && params.get("concurrency") instanceof Map c
+                        ? concurrentBatch(params, (Map<String, Object>) c) : batchRun(params));
                     case "loop.run" -> reply.put("result", loopRun(params));
                     case "shutdown" -> {
                         reply.put("result", Json.NULL);
@@ -607,12 +833,17 @@ public final class LoopspecExecutor {
     /** The deliberate bug (--bug NAME), or "" for the correct executor. */
     static String BUG = "";
 
+    /** --concurrent: protocol v1.1's concurrency capability, batches on a thread pool. */
+    static boolean CONCURRENT = false;
+
     public static void main(String[] args) throws IOException {
-        if (args.length == 2 && args[0].equals("--bug")
-                && List.of("replay-reexecutes", "conflict-reuse", "budget-after").contains(args[1])) {
-            BUG = args[1];
-        } else if (args.length != 0) {
-            System.err.println("usage: LoopspecExecutor [--bug replay-reexecutes|conflict-reuse|budget-after]");
+        List<String> rest = new ArrayList<>(List.of(args));
+        CONCURRENT = rest.remove("--concurrent");
+        if (rest.size() == 2 && rest.get(0).equals("--bug")
+                && List.of("replay-reexecutes", "conflict-reuse", "budget-after").contains(rest.get(1))) {
+            BUG = rest.get(1);
+        } else if (!rest.isEmpty()) {
+            System.err.println("usage: LoopspecExecutor [--concurrent] [--bug replay-reexecutes|conflict-reuse|budget-after]");
             System.exit(2);
         }
         new LoopspecExecutor().serve();

@@ -440,9 +440,30 @@ def _make_concurrent(r: random.Random, step: dict[str, Json]) -> None:
                       "concurrency": {"maxConcurrency": r.choice((2, 2, 3, 4)), "overlap": overlap}}
     n = len(step["calls"])
     if n <= 3:
-        step["schedule"] = [r.randrange(3) for _ in range(n)]
+        step["schedule"] = []  # every completion order is run (all_orders)
     else:
         step["schedule"] = {"pct": r.getrandbits(31), "depth": r.choice((1, 1, 2, 3))}
+
+
+#: At most this many completion orders of one small concurrent step (3 releases with a choice: 3! = 6).
+ALL_ORDERS: Final = 6
+
+
+def all_orders(step: Mapping[str, Json], cap: int = ALL_ORDERS) -> list[tuple[list[int], Prediction]]:
+    """Every completion order of a concurrent step (PROTOCOL.md C4), at most ``cap``: depth-first
+    over the choices at each release of the reference run (whose held lists are a correct
+    implementation's), each as its schedule and prediction; the first is the start order."""
+    out: list[tuple[list[int], Prediction]] = []
+    stack: list[list[int]] = [[]]
+    while stack and len(out) < cap:
+        prefix = stack.pop()
+        p = predict({**step, "schedule": prefix})
+        rel = p.releases or []
+        choices = [c for _, c, _ in rel]
+        out.append((prefix, p))
+        for i in range(len(rel) - 1, len(prefix) - 1, -1):
+            stack.extend([*choices[:i], alt] for alt in range(rel[i][2] - 1, 0, -1))
+    return out
 
 
 class Generator:
@@ -572,6 +593,10 @@ class Generator:
             step = make(r, sw)
             if self.normalize is not None:
                 step = self.normalize(step)
+            variants: list[tuple[list[int], Prediction]] = []
+            if self.concurrency and is_concurrent(step) and step.get("schedule") == [] \
+                    and len(out) < 2 * self.steps:
+                variants = all_orders(step)[1:]  # the other completion orders, as steps of their own
             try:
                 p: Prediction | None = predict(step)
             except (ValueError, TypeError, KeyError):
@@ -582,6 +607,10 @@ class Generator:
                     features |= loop_features(p.state)
                 p.state = None  # not needed any more (and not worth sending between processes)
             out.append(Planned(step, p))
+            for sched, vp in variants:
+                self.hits.update(vp.transitions)
+                vp.state = None
+                out.append(Planned({**step, "schedule": sched}, vp))
         return out, features
 
 

@@ -155,6 +155,14 @@ def step_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
         if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
             out.append({**step, "config": {**cfg, "budget": budget - 1}})
         used = {c.get("name") for c in calls if isinstance(c, dict)}
+        sched = step.get("schedule")
+        if isinstance(sched, list) and sched:  # towards start order (PROTOCOL.md C4)
+            out.append({**step, "schedule": sched[:-1]})
+            out += [{**step, "schedule": [*sched[:j], 0, *sched[j + 1:]]} for j in range(len(sched)) if sched[j]]
+        conc = cfg.get("concurrency")
+        if isinstance(conc, dict) and isinstance(conc.get("maxConcurrency"), int) and conc["maxConcurrency"] > 2:
+            out.append({**step, "config": {**cfg, "concurrency": {**conc,
+                                                                  "maxConcurrency": conc["maxConcurrency"] - 1}}})
     out += [{**step, "script": _drop(script, j)} for j in range(len(script))]
     tools = cfg["tools"]
     out += [{**step, "config": {**cfg, "tools": _drop(tools, j)}}
