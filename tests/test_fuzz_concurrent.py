@@ -257,3 +257,15 @@ def test_the_prediction_is_the_engines_scripted_schedule() -> None:
             assert out.aborted == (None if want is None else (want["index"], want["code"]))
             compared += 1
     assert compared >= 100
+
+
+def test_a_concurrent_step_for_a_v1_implementation_is_a_P6_at_once() -> None:
+    """C1: replaying a concurrent case against an implementation without the capability does not
+    wait for the step's timeout."""
+    factory = ImplFactory(f"{sys.executable} {EXAMPLE}", timeout=10.0, warm=False)
+    try:
+        trace = run_step(factory.open("batch"), cstep(2))
+    finally:
+        factory.close()
+    assert trace["events"][-1]["code"] == "P6" and "concurrency" in trace["events"][-1]["detail"]
+    assert judge(trace).violation.rule == "P6"
