@@ -162,6 +162,10 @@ def test_a_campaign_finds_shrinks_and_replays_a_race_with_its_schedule(tmp_path:
     assert isinstance(failing["schedule"], list) and len(failing["calls"]) <= 3
     text = (tmp_path / "R32.txt").read_text()
     assert "Let the harness release the tool answers in the order" in text
+    # the expected path (loopspec diagram --trace) is the engine's concurrent run: where it waits (T30)
+    # and lands the released results (T33)
+    path = json.loads((tmp_path / "R32.path.json").read_text())["path"]
+    assert {"T31", "T30", "T33"} <= set(path), path
     from loopspec.cli import main
 
     assert main(["replay", str(tmp_path / "R32.json"), "--impl", cmd("conc-completion-order")]) == 1
