@@ -154,3 +154,22 @@ def test_write_vectors_cover_section_6_and_can_fail() -> None:
     case = json.loads(json.dumps(VECTORS["cases"][1]))
     case["expect"]["answers"][0] = "failed"  # a timeout reported as a failure
     assert summary(replay_labels(_scope(case), case["steps"])) != case["expect"]
+
+
+# -- loopspec verify --writes ----------------------------------------------------------------------------
+
+
+def test_cli_verify_writes_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from loopspec.cli import main
+
+    assert main(["verify", "--writes", "--scope", "none"]) == 0
+    assert "every invariant of section 6 holds" in capsys.readouterr().out
+    assert main(["verify", "--writes", "--scope", "lookup", "--variant", "record-after-dispatch",
+                 "--format", "json", "--out", str(tmp_path)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["runs"][0]["violated"] == ["INV-W-DURABLE-BEFORE-SEND"]
+    assert json.loads((tmp_path / "verify-writes.json").read_text(encoding="utf-8")) == report
+    assert main(["verify", "--writes", "--scope", "record", "--mutants"]) == 0  # every variant caught
+    capsys.readouterr()
+    assert main(["verify", "--writes", "--variant", "nope"]) == 2
+    assert "no write variant 'nope'" in capsys.readouterr().err

@@ -67,6 +67,9 @@ def register(sub: Any) -> None:
                         "RunStates, and deduplicated exploration against every history separately")
     p.add_argument("--count-orbits", action="store_true",
                    help="also count the states before symmetry reduction")
+    p.add_argument("--writes", action="store_true",
+                   help="check SPEC.md section 6 instead (writes, crashes and restarts; bounds in writes-bounds.toml "
+                        "next to the spec); with --variant NAME or --mutants, its broken variants")
     p.set_defaults(handler=handle)
 
 
@@ -100,6 +103,8 @@ class _Progress:
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.writes:
+        return _writes(args)
     if args.mutants:
         return _mutants(args)
     if args.crosscheck:
@@ -339,3 +344,59 @@ def _crosscheck(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({"format": "loopspec-verify-crosscheck/1", "semantics": sem.name, "problems": problems}, indent=2))
     return EXIT_FOUND if any(problems.values()) else EXIT_OK
+
+
+def _writes(args: argparse.Namespace) -> int:
+    """``--writes``: the model checker of section 6 (:mod:`loopspec.checker.writes`)."""
+    from .. import _writes as w
+    from .._writes_spec import load_write_spec
+    from ..checker.writes import explore_writes, load_write_scopes
+
+    if args.bound or args.bounds or args.update_expected or args.crosscheck or args.model != "fast":
+        raise UsageError("--writes takes --scope, --variant, --mutants, --format and --out only")
+    try:
+        all_scopes = load_write_scopes()
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"cannot read writes-bounds.toml: {exc}") from None
+    unknown = [n for n in args.scope if n not in all_scopes]
+    if unknown:
+        raise UsageError(f"no write scope {unknown[0]!r}; scopes: {', '.join(all_scopes)}")
+    if args.variant and args.variant not in w.VARIANTS:
+        raise UsageError(f"no write variant {args.variant!r}; variants: {', '.join(w.VARIANTS)}")
+    scopes = [all_scopes[n] for n in args.scope] if args.scope else [s for s in all_scopes.values() if not s.slow]
+    variants = list(w.VARIANTS) if args.mutants else [args.variant or "correct"]
+    docs = {i.id: i.doc for i in load_write_spec().invariants}
+    rows: list[dict[str, Json]] = []
+    lines: list[str] = []
+    failed = False
+    for sc in scopes:
+        for v in variants:
+            r = explore_writes(sc, v)
+            want = {k: x for k, x in sc.expected.items() if k != "variants"}
+            row: dict[str, Json] = {"scope": sc.name, "variant": v, **r.figures(), "violated": r.violation,
+                                    "counterexample": r.path}
+            if v == "correct":
+                row["matchesExpected"] = r.figures() == want if want else None
+                failed |= r.violation is not None
+            else:
+                failed |= r.violation is None if args.mutants else r.violation is not None
+            rows.append(row)
+            head = f"writes [{sc.name}{'' if v == 'correct' else ', variant ' + v}]: {r.states:,} states, " \
+                   f"{r.transitions:,} transitions, {r.terminal:,} terminal"
+            if r.violation is None:
+                lines.append(f"{head}: every invariant of section 6 holds"
+                             + ("" if v == "correct" else " (the variant was NOT caught)"))
+                if row.get("matchesExpected") is False:
+                    lines.append(f"  note: the committed figures of [scope.{sc.name}.expected] are {want}")
+            else:
+                lines.append(f"{head}: counterexample in {len(r.path or [])} steps")
+                lines += [f"  Let {n}. {step}" for n, step in enumerate(r.path or [], start=1)]
+                lines += [f"  Then {inv} breaks: {docs.get(inv, '')}" for inv in r.violation]
+    report = {"format": "loopspec-verify-writes/1", "passed": not failed, "runs": rows}
+    if args.out:
+        write_atomic(Path(args.out) / "verify-writes.json", json.dumps(report, indent=1) + "\n")
+    if args.format == "json":
+        print(json.dumps(report, indent=1))
+    else:
+        print("\n".join(lines))
+    return EXIT_FOUND if failed else EXIT_OK
