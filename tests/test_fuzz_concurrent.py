@@ -151,7 +151,7 @@ def test_a_campaign_finds_shrinks_and_replays_a_race_with_its_schedule(tmp_path:
     factory = ImplFactory(cmd("conc-completion-order"), timeout=10.0)
     try:
         factory.release(factory.open("batch"))
-        r = Campaign(factory, out=tmp_path, max_examples=200, seed=1, shrink_seconds=10.0).run()
+        r = Campaign(factory, out=tmp_path, max_examples=60, seed=1, shrink_seconds=10.0).run()
     finally:
         factory.close()
     rules = {f.rule for f in r.findings}
@@ -162,6 +162,10 @@ def test_a_campaign_finds_shrinks_and_replays_a_race_with_its_schedule(tmp_path:
     assert isinstance(failing["schedule"], list) and len(failing["calls"]) <= 3
     text = (tmp_path / "R32.txt").read_text()
     assert "Let the harness release the tool answers in the order" in text
+    # the expected path (loopspec diagram --trace) is the engine's concurrent run: where it waits (T30)
+    # and lands the released results (T33)
+    path = json.loads((tmp_path / "R32.path.json").read_text())["path"]
+    assert {"T31", "T30", "T33"} <= set(path), path
     from loopspec.cli import main
 
     assert main(["replay", str(tmp_path / "R32.json"), "--impl", cmd("conc-completion-order")]) == 1
@@ -172,7 +176,7 @@ def test_the_correct_concurrent_executor_passes_a_campaign() -> None:
     factory = ImplFactory(cmd(), timeout=10.0)
     try:
         factory.release(factory.open("batch"))
-        c = Campaign(factory, max_examples=150, seed=5)
+        c = Campaign(factory, max_examples=80, seed=5)
         assert c.settings.concurrency
         r = c.run()
     finally:
@@ -196,3 +200,76 @@ def test_reduction_shrinks_the_schedule_towards_start_order() -> None:
     assert {"schedule": [2]}.items() <= next(c for c in cands if c["schedule"] == [2]).items()
     assert any(c["schedule"] == [0, 1] for c in cands) and any(c["schedule"] == [2, 0] for c in cands)
     assert any(c["config"]["concurrency"]["maxConcurrency"] == 3 for c in cands)
+
+
+def _engine_run(st: dict[str, Json]) -> Any:
+    """The reference engine on a concurrent step: tool outcomes from its script in start order, the
+    completion order from its schedule (a ScriptedBackground), results only when the run waits."""
+    from loopspec._engine import Tool, ToolFailure, run_batch
+
+    script = st["script"]
+    k = 0
+
+    def fn(name: str) -> Json:
+        nonlocal k
+        k += 1
+        if k <= len(script):
+            if "fail" in script[k - 1]:
+                raise ToolFailure(script[k - 1]["fail"])
+            return script[k - 1].get("value")
+        return {"tool": name, "execution": k}
+
+    tools = [Tool.define(t["name"], lambda a, c, n=t["name"]: fn(n), t["inputSchema"], annotations=t["annotations"])
+             for t in st["config"]["tools"]]
+    choose = chooser(st["schedule"])
+    j = 0
+
+    def schedule(pending: tuple[int, ...], must: bool) -> int | None:
+        nonlocal j
+        if not must:
+            return None
+        j += 1
+        return pending[choose(j - 1, list(range(len(pending))))]
+
+    conc = st["config"]["concurrency"]
+    return run_batch(st["calls"], tools=tools, budget=st["config"]["budget"], mode=st["config"]["mode"],
+                     principal=st["config"]["principal"], max_concurrency=conc["maxConcurrency"],
+                     overlap=conc["overlap"], schedule=schedule)
+
+
+def test_the_prediction_is_the_engines_scripted_schedule() -> None:
+    """The harness's reference for a concurrent step (core.drive landing the schedule's choice at
+    each wait) is the reference engine's run with a ScriptedBackground making the same choices:
+    same executions in start order, answers, executed count and abort point, for every completion
+    order of 150 generated concurrent steps."""
+    from loopspec._judge import wire_answer
+
+    gen = Generator("batch", seed=11, concurrency=True)
+    compared = 0
+    for i in range(40):
+        for pl in gen.example(i)[0]:
+            st = pl.step
+            if "concurrency" not in st["config"] or not isinstance(st.get("schedule"), list) or compared >= 150:
+                continue
+            p = predict(st)
+            out = _engine_run(st)
+            assert p.state is not None
+            assert list(out.executions) == [e.request for e in sorted(p.state.executions, key=lambda e: e.ordinal)]
+            assert [wire_answer(a) for a in out.answers] == p.response["results"]
+            assert out.executed == p.response["executed"]
+            want = p.response["aborted"]
+            assert out.aborted == (None if want is None else (want["index"], want["code"]))
+            compared += 1
+    assert compared >= 100
+
+
+def test_a_concurrent_step_for_a_v1_implementation_is_a_P6_at_once() -> None:
+    """C1: replaying a concurrent case against an implementation without the capability does not
+    wait for the step's timeout."""
+    factory = ImplFactory(f"{sys.executable} {EXAMPLE}", timeout=10.0, warm=False)
+    try:
+        trace = run_step(factory.open("batch"), cstep(2))
+    finally:
+        factory.close()
+    assert trace["events"][-1]["code"] == "P6" and "concurrency" in trace["events"][-1]["detail"]
+    assert judge(trace).violation.rule == "P6"

@@ -355,6 +355,14 @@ def run_batch_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
     protocol failures become a ``protocol-error`` event (the caller should then discard ``impl``)."""
     trace: dict[str, Json] = {"format": TRACE_FORMAT, "kind": "batch", "config": dict(step["config"]),
                               "calls": step["calls"]}
+    info = getattr(impl, "info", None)
+    if is_concurrent(step) and info and not _announces_concurrency(info):
+        # a concurrent step (a replayed case, say) for an implementation of protocol v1: it would wait
+        # for answers the harness holds until the step times out; say so at once (PROTOCOL.md C1)
+        trace["events"] = [ProtocolFailure("P6", "capability", "this step runs concurrently (protocol v1.1) and "
+                                           "the implementation does not declare the 'concurrency' capability"
+                                           ).to_event()]
+        return trace
     return _run(impl, step, "batch.run", batch_params(step), trace)
 
 
@@ -371,6 +379,11 @@ def run_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
     if kind == "loop":
         return run_loop_step(impl, step)
     raise ValueError(f"unknown step kind {kind!r}")
+
+
+def _announces_concurrency(info: Json) -> bool:
+    caps = info.get("capabilities") if isinstance(info, dict) else None
+    return isinstance(caps, dict) and caps.get("concurrency") is True
 
 
 def failed_start_trace(step: Mapping[str, Json], failure: ProtocolFailure) -> dict[str, Json]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._core import HINT_DEFAULTS
 from .._judge import decision_position
 from ._adapter import _limits
 from ._model import Finding
@@ -47,7 +48,32 @@ def outcome_tools(tools: Sequence[Mapping[str, Json]], outcomes: Sequence[Mappin
             raise ToolFailure(o.get("category", "INTERNAL_ERROR"))
         return o.get("output")
 
-    return [Tool.define(t["name"], fn, t.get("inputSchema"), max_executions=t.get("maxExecutions")) for t in tools]
+    return [Tool.define(t["name"], fn, t.get("inputSchema"), max_executions=t.get("maxExecutions"),
+                        annotations={k: v for k, v in (t.get("annotations") or {}).items()
+                                     if k in HINT_DEFAULTS and isinstance(v, bool)})
+            for t in tools]
+
+
+def release_schedule(trace: Mapping[str, Json]) -> Any:
+    """The engine schedule (a ScriptedBackground's) that lands, at each of its waits, the execution
+    the harness released at the same release of a concurrent trace (PROTOCOL.md C7)."""
+    releases = [e.get("execution") for e in trace["events"] if e.get("type") == "release"]
+    started: list[int] = []  # request indices in start order (pending lists are in start order)
+    j = 0
+
+    def schedule(pending: tuple[int, ...], must: bool) -> int | None:
+        nonlocal j
+        for r in pending:
+            if r not in started:
+                started.append(r)
+        if not must:
+            return None
+        k = releases[j] if j < len(releases) else None
+        j += 1
+        want = started[k - 1] if isinstance(k, int) and 0 < k <= len(started) else None
+        return want if want in pending else pending[0]
+
+    return schedule
 
 
 def batch_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | None]] | None:
@@ -58,8 +84,13 @@ def batch_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | Non
         outcomes = [e["outcome"] for e in trace["events"] if e.get("type") == "execute"]
         tools = outcome_tools(cfg["tools"], outcomes)
         steps: list[tuple[str, int | None]] = []
+        conc = cfg.get("concurrency")
+        extra: dict[str, Any] = {}
+        if isinstance(conc, dict):  # a concurrent step: the engine lands what the harness released, in order
+            extra = {"max_concurrency": conc.get("maxConcurrency"), "overlap": conc.get("overlap", "read-only"),
+                     "schedule": release_schedule(trace)}
         run_batch(trace["calls"], tools=tools, budget=cfg["budget"], mode=cfg["mode"], principal=cfg["principal"],
-                  observer=lambda s, t: steps.append((t.id, s.requests[-1].index if s.requests else None)))
+                  observer=lambda s, t: steps.append((t.id, s.requests[-1].index if s.requests else None)), **extra)
     except Exception:
         return None
     return steps
