@@ -34,6 +34,7 @@ from ._oplog import (
     open_operation_ledger,
 )
 from ._spec import Spec, SpecError, load_rules, load_spec
+from ._writeloop import resume
 from ._writes import WriteTool, idempotency_key
 
 __version__ = "0.1.0"
@@ -68,6 +69,7 @@ __all__ = [
     "load_rules",
     "load_spec",
     "open_operation_ledger",
+    "resume",
     "run_batch",
     "run_loop",
     "tool",

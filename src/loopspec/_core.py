@@ -64,6 +64,8 @@ CODE_TABLE: Final[Mapping[str, tuple[str, str, str, str]]] = {
     "TOOL_BUDGET_EXHAUSTED": ("limit", "STOP", "MAX_TOOL_EXECUTIONS", "This tool's execution budget is used up."),
     "DEPENDENCY_TEMPORARY": ("failure", "RETRY_WITH_BUDGET", "TERMINAL_ERROR", "A dependency is temporarily unavailable."),
     "INTERNAL_ERROR": ("failure", "STOP", "TERMINAL_ERROR", "The tool failed with an internal error."),
+    # section 6 (R42): a write's unknown outcome; not a failure category
+    "OUTCOME_UNKNOWN": ("unknown", "WAIT_FOR_RECONCILIATION", "UNRECONCILED", "The write was sent but its outcome is not known yet. It will be checked before it is sent again; do not repeat it under other arguments."),
 }
 
 FAILURE_CATEGORIES: Final = ("DEPENDENCY_TEMPORARY", "NOT_FOUND_OR_NOT_ACCESSIBLE", "INTERNAL_ERROR")

@@ -82,6 +82,8 @@ class ToolContext:
     attempt: int
     deadline: float | None = None
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    #: a write tool's business idempotency key (section 6, R37): pass it to the external system
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,11 @@ class Tool:
     #: MCP tool annotations (readOnlyHint, idempotentHint, destructiveHint, openWorldHint): which
     #: calls may overlap when the run executes concurrently (R30). MCP's defaults where missing.
     annotations: Mapping[str, bool] = field(default_factory=dict)
+    #: section 6: a write's declaration (its key arguments, what the external system offers, R36-R38);
+    #: ``None`` for a read-only tool. A write runs through the run's operation ledger.
+    write: Any = None
+    #: section 6: ``lookup(key, arguments) -> (applied, result)`` asks the external system about a key (R38, R43)
+    lookup: Callable[[str, Mapping[str, Any]], tuple[bool, Any]] | None = None
 
     @staticmethod
     def define(
@@ -109,6 +116,8 @@ class Tool:
         max_executions: int | None = None,
         description: str = "",
         annotations: Mapping[str, bool] | None = None,
+        write: Any = None,
+        lookup: Callable[[str, Mapping[str, Any]], tuple[bool, Any]] | None = None,
     ) -> Tool:
         """Register ``fn`` as tool ``name``; raises ToolDefinitionError for a schema outside R4 or
         annotations outside MCP's four boolean hints. ``fn`` may be a coroutine function (an
@@ -122,7 +131,16 @@ class Tool:
                 raise core.ToolDefinitionError(name, f".annotations.{k}", f"not an MCP hint ({', '.join(core.HINT_DEFAULTS)})")
             if not isinstance(v, bool):
                 raise core.ToolDefinitionError(name, f".annotations.{k}", "must be true or false")
-        return Tool(name, fn, schema, tuple(fields) if fields is not None else None, max_executions, description, ann)
+        if write is not None:
+            from ._writes import write_tool_problems
+
+            problems = write_tool_problems(write, dict(input_schema) if input_schema is not None else {}, ann)
+            if write.name != name:
+                problems.append(f"{name}: its write declaration names {write.name!r}")
+            if problems:
+                raise core.ToolDefinitionError(name, ".write", "; ".join(problems))
+        return Tool(name, fn, schema, tuple(fields) if fields is not None else None, max_executions, description, ann,
+                    write, lookup)
 
     @property
     def is_async(self) -> bool:
@@ -198,6 +216,8 @@ class RunOutcome:
     final: str | None
     transitions: tuple[str, ...] = field(repr=False, default=())
     ledger: Ledger | None = field(repr=False, default=None, compare=False)
+    #: section 6 (R46): the business keys of the run's writes whose outcome is still unknown at its end
+    unreconciled: tuple[str, ...] = ()
 
     @property
     def results(self) -> list[dict[str, Json]]:
@@ -855,12 +875,23 @@ def _output_outcome(tl: Tool, output: Json) -> Outcome:
     return Outcome.success(output)
 
 
+class WriteAnswer(Exception):
+    """A write's error answer from the operation ledger (section 6): its code as is — ``OUTCOME_UNKNOWN``
+    (R42) or the budget's — not mapped to a failure category."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 def _run_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome:
     """Enter the tool. Exceptions become categories; their text never leaves this function."""
     try:
         output = tl.fn(arguments, ctx)
     except ToolFailure as f:
         return Outcome.failure(f.category)
+    except WriteAnswer as a:
+        return Outcome(False, None, a.code)
     except Exception:
         return Outcome.failure("INTERNAL_ERROR")
     return _output_outcome(tl, output)
@@ -1003,7 +1034,7 @@ def run_loop(
     clock: Callable[[], float] = time.monotonic,
     authorize: Callable[[str, str, dict[str, Json]], bool] | None = None,
     cancel: CancelToken | None = None,
-    ledger: Ledger | None = None,
+    ledger: Any = None,
     run_id: str | None = None,
     spec: Spec | None = None,
     record_arguments: bool = False,
@@ -1011,8 +1042,16 @@ def run_loop(
     max_concurrency: int | None = None,
     overlap: str | None = None,
     schedule: Schedule | None = None,
+    operations: Any = None,
+    _resuming: bool = False,
 ) -> RunOutcome:
     """Run the whole tool-calling loop with ``model`` until exactly one terminal state (R18–R26).
+
+    Write tools (``Tool.define(..., write=WriteTool(...), lookup=...)``, section 6) run through a durable
+    operation ledger: ``ledger="ops.sqlite"`` (a path: SQLite) or an ``OperationLedger`` object; a run
+    ledger (:class:`Ledger`) given as ``ledger`` is the run's event ledger as before, and ``operations``
+    names the operation ledger then. Without one, writes use an in-memory operation ledger (nothing
+    survives the process). After a crash, :func:`resume` continues the run.
 
     ``model(turn)`` returns a list of calls (``{"id", "name", "arguments"}``) or
     ``{"final": "..."}``. Limits default to ``[defaults.loop]`` of the spec; ``clock`` is injected
@@ -1022,13 +1061,17 @@ def run_loop(
     """
     spec = spec or load_spec()
     tm = _tool_map(tools)
+    events, ops = (ledger, operations) if ledger is None or isinstance(ledger, Ledger) else (None, ledger)
     config, pol = _loop_config(spec, tm, limits, mode, on_limit, principal, run_id, max_concurrency, overlap)
-    run = _Run(
-        spec, config, tm, model, clock=clock, authorize=authorize,
-        ledger=ledger if ledger is not None else Ledger(), cancel=cancel, record_arguments=record_arguments,
-        observer=observer, background=_background(schedule), overlap=pol,
-    )
-    return run.run()
+    from ._writeloop import writes_for_run
+
+    with writes_for_run(tm, ops, config, resuming=_resuming) as (tm, finish):
+        run = _Run(
+            spec, config, tm, model, clock=clock, authorize=authorize,
+            ledger=events if events is not None else Ledger(), cancel=cancel, record_arguments=record_arguments,
+            observer=observer, background=_background(schedule), overlap=pol,
+        )
+        return finish(run.run())
 
 
 # --------------------------------------------------------------------------------------------

@@ -306,10 +306,12 @@ class WriteExecutor:
 
     # -- one request ------------------------------------------------------------------------------
 
-    def call(self, index: int, call_id: str, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The answer to request ``index`` of the run: recorded once; after a restart the recorded one."""
-        done = self.ledger.answer(self.run_id, index)
-        if done is not None:
+    def call(self, index: int, call_id: str, name: str, arguments: Mapping[str, Any], *,
+             reuse: bool = True) -> dict[str, Any]:
+        """The answer to request ``index`` of the run: recorded once; after a restart the recorded one (when it
+        answered the same call id). ``reuse=False``: decide again (a retry of the execution, R23)."""
+        done = self.ledger.answer(self.run_id, index) if reuse else None
+        if done is not None and done.get("id") == call_id:
             return dict(done)
         h = self.handlers[name]
         key = self.key(name, call_id, arguments)

@@ -45,8 +45,8 @@ __all__ = [
     "using_spec",
 ]
 
-CODE_KINDS: Final = ("violation", "failure", "limit")
-NEXT_ACTIONS: Final = ("FIX_INPUT", "STOP", "RETRY_WITH_BUDGET")
+CODE_KINDS: Final = ("violation", "failure", "limit", "unknown")
+NEXT_ACTIONS: Final = ("FIX_INPUT", "STOP", "RETRY_WITH_BUDGET", "WAIT_FOR_RECONCILIATION")
 STATUSES: Final = ("COMPLETED", "TRUNCATED", "REJECTED", "FAILED", "CANCELLED")
 _RULE_ID = re.compile(r"^R\d+$")
 _INV_ID = re.compile(r"^INV-[A-Z0-9-]+$")

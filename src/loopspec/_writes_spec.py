@@ -174,11 +174,11 @@ def parse_write_spec(text: str, path: str = "writes.toml") -> WriteSpec:
     for c in crash_points:
         if c.fields["after"] not in names:
             raise _err(path, f"crash_point {c.id}", "after", f"not a transition name, `send` or `answer`: {c.fields['after']!r}")
-    codes = _items(path, doc, "code", ("kind", "next_action", "stop_reason"), text="message")
-    stop_reasons = _items(path, doc, "stop_reason", ("status",))
-    for c in codes:
-        if c.fields["stop_reason"] not in {r.id for r in stop_reasons}:
-            raise _err(path, f"code {c.id}", "stop_reason", "not a stop reason of this file")
+    for table in ("code", "stop_reason"):  # one table of codes and stop reasons: loop.toml's
+        if table in doc:
+            raise _err(path, table, "", f"section 6's {table}s are in loop.toml's [[{table}]] table, not here")
+    codes: tuple[Item, ...] = ()
+    stop_reasons: tuple[Item, ...] = ()
     invariants = _items(path, doc, "invariant", ())
     for i in invariants:
         if not i.id.startswith("INV-W-"):

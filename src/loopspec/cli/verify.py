@@ -175,8 +175,10 @@ def handle(args: argparse.Namespace) -> int:
                      # what the chosen scopes reach at the committed bounds (None: not recorded)
                      "reachable": reachable, "shortfall": shortfall, "complete": not shortfall},
         "unreached": unreached,
-        "answers": {c: codes.get(c, 0) for c in ["ok", "ok (replay)", *(c.id for c in spec.codes)]},
-        "stop_reasons": {r.id: stops.get(r.id, 0) for r in spec.stop_reasons},
+        # section 6's code (kind `unknown`) and stop reason are the writes model's (verify --writes), not this one's
+        "answers": {c: codes.get(c, 0) for c in ["ok", "ok (replay)", *(c.id for c in spec.codes if c.kind != "unknown")]},
+        "stop_reasons": {r.id: stops.get(r.id, 0) for r in spec.stop_reasons
+                         if r.id not in {c.stop_reason for c in spec.codes if c.kind == "unknown"}},
         "violation": cx,
         "expected_differs": expected_diffs,
         "passed": bad is None,

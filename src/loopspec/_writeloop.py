@@ -1,0 +1,102 @@
+"""Section 6 in the loop engine: the write tools of a run go through its durable operation ledger.
+
+:func:`writes_for_run` wraps each write tool of a run (``Tool.write`` set) so that its execution is a
+:class:`~loopspec._oplog.WriteExecutor` request — intent, dispatch mark, send, result, answer (R39–R41),
+``OUTCOME_UNKNOWN`` (R42), reconciliation before any re-send (R43), replay from the ledger (R44), the
+dispatch budget (R45) — and, at the end of the run, reconciles what is unknown (R46).
+:func:`resume` continues a crashed run: every unknown outcome of the run is reconciled through the
+tool's lookup before anything else, then the loop runs again under the same run id, and each request
+whose answer the ledger recorded gets that answer (nothing is sent again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from . import _core as core
+from ._oplog import OperationLedger, Rejected, WriteExecutor, WriteHandler, open_operation_ledger
+
+__all__ = ["resume", "writes_for_run"]
+
+_NO_LIMIT = 2**31 - 1
+
+
+@contextlib.contextmanager
+def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *,
+                   resuming: bool = False) -> Iterator[tuple[dict[str, Any], Callable[[Any], Any]]]:
+    """(the run's tools, write tools wrapped; what to apply to the run's outcome)."""
+    from ._engine import EngineError, ToolFailure, WriteAnswer
+
+    writes = {n: t for n, t in tools.items() if t.write is not None}
+    if not writes:
+        if resuming:
+            raise EngineError("resume: the run has no write tools, so the operation ledger holds nothing to resume")
+        yield dict(tools), lambda outcome: outcome
+        return
+    opened = not hasattr(ops, "transition")  # a path (or None): ours to close
+    ledger: OperationLedger = open_operation_ledger(ops)
+    lock = threading.Lock()
+    current: dict[str, Any] = {}  # tool name -> the ToolContext of the request being answered
+
+    def sender(name: str) -> Callable[[Mapping[str, Any], str], Any]:
+        fn = writes[name].fn
+
+        def send(arguments: Mapping[str, Any], key: str) -> Any:
+            ctx = dataclasses.replace(current[name], idempotency_key=key)
+            try:
+                return fn(dict(arguments), ctx)
+            except ToolFailure as f:  # the tool says the external system did not apply it (R41)
+                raise Rejected(f.category) from None
+        return send
+
+    handlers = {n: WriteHandler(t.write, sender(n), t.lookup) for n, t in writes.items()}
+    limit = config.limits.max_executions
+    ex = WriteExecutor(ledger, handlers, config.principal, config.run_id,
+                       budget=_NO_LIMIT if limit is None else limit)
+
+    def through_ledger(name: str) -> Callable[[dict[str, Any], Any], Any]:
+        def fn(arguments: dict[str, Any], ctx: Any) -> Any:
+            with lock:  # one write at a time: the executor answers a run's requests in order
+                current[name] = ctx
+                answer = ex.call(ctx.request_index, ctx.call_id, name, arguments, reuse=ctx.attempt <= 1)
+            if answer["status"] == "ok":
+                return answer["output"]
+            code = answer["code"]
+            if code in core.FAILURE_CATEGORIES:
+                raise ToolFailure(code)
+            raise WriteAnswer(code)  # OUTCOME_UNKNOWN (R42), BUDGET_EXHAUSTED (R45)
+        return fn
+
+    wrapped = {n: (dataclasses.replace(t, fn=through_ledger(n)) if n in writes else t) for n, t in tools.items()}
+
+    def finish(outcome: Any) -> Any:
+        done = ex.finish()
+        return dataclasses.replace(outcome, unreconciled=tuple(done["unreconciled"]))
+
+    try:
+        if resuming:
+            ex.resume()  # R46: dispatch marks without a result become unknown; every unknown one is reconciled
+        yield wrapped, finish
+    finally:
+        if opened:
+            ledger.close()
+
+
+def resume(run_id: str, model: Callable[[Any], Any], *, tools: Any, ledger: Any, **kwargs: Any) -> Any:
+    """Continue run ``run_id`` after a crash (SPEC.md R46), from its operation ledger ``ledger`` (a path to
+    the SQLite file, or an OperationLedger object): first every write of the run whose outcome is unknown —
+    a dispatch mark without a result, or an unknown answer — is reconciled through its tool's lookup (R43);
+    then the loop runs again under ``run_id`` with ``model`` and ``tools`` (the same ones, and the same
+    principal, as the crashed run): a request whose answer the ledger recorded gets it again, a confirmed
+    key is answered from the ledger (R44), and nothing is sent twice. Other keyword arguments are
+    :func:`run_loop`'s. Returns the run's outcome; ``outcome.unreconciled`` lists the keys still unknown."""
+    from ._engine import EngineError, run_loop
+    from ._ledger import Ledger
+
+    if ledger is None or isinstance(ledger, Ledger):
+        raise EngineError("resume needs the run's operation ledger: a path to its SQLite file or an OperationLedger")
+    return run_loop(model, tools=tools, ledger=ledger, run_id=run_id, _resuming=True, **kwargs)

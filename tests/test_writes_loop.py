@@ -1,0 +1,171 @@
+"""Section 6 in the loop engine: run_loop's write tools go through the durable operation ledger, the answer
+code OUTCOME_UNKNOWN reaches the model (R42), resume(run_id) continues a crashed run after reconciling
+(R46), and a run_loop process killed (SIGKILL) at every crash point and resumed applies each write once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopspec import (
+    MemoryOperationLedger,
+    SQLiteOperationLedger,
+    Tool,
+    ToolDefinitionError,
+    ToolFailure,
+    WriteTool,
+    resume,
+    run_loop,
+)
+from loopspec._engine import EngineError
+from loopspec._oplog import CRASH_ENV
+from loopspec._writes_spec import load_write_spec
+
+from .writes.merchant import SCHEMA, Remote
+
+CHILD = Path(__file__).resolve().parent / "writes" / "loop_child.py"
+POINTS = [c.id for c in load_write_spec().crash_points]
+
+
+class World:
+    """An external system in memory: effects per order, answers that can be lost, a lookup that can fail."""
+
+    def __init__(self, lose: int = 0, lookup_down: bool = False, reject: str | None = None) -> None:
+        self.applied: dict[str, Any] = {}
+        self.effects: dict[str, int] = {}
+        self.lose, self.lookup_down, self.reject = lose, lookup_down, reject
+
+    def send(self, args: dict[str, Any], ctx: Any) -> Any:
+        if self.reject:
+            raise ToolFailure(self.reject)
+        key = ctx.idempotency_key
+        assert key and key != ctx.call_id
+        self.applied[key] = {"order": args["order_ref"]}
+        self.effects[args["order_ref"]] = self.effects.get(args["order_ref"], 0) + 1
+        if self.lose:
+            self.lose -= 1
+            raise TimeoutError
+        return self.applied[key]
+
+    def lookup(self, key: str, arguments: Any) -> tuple[bool, Any]:
+        if self.lookup_down:
+            raise ConnectionError
+        return key in self.applied, self.applied.get(key)
+
+    def tool(self, reconcile: str = "lookup") -> Tool:
+        return Tool.define("create_order", self.send, SCHEMA, lookup=self.lookup,
+                           write=WriteTool("create_order", ("order_ref",), reconcile=reconcile))  # type: ignore[arg-type]
+
+
+def scripted(*rounds: list[tuple[str, str]]) -> Any:
+    def model(turn: Any) -> Any:
+        if turn.round > len(rounds):
+            return {"final": "done"}
+        return [{"id": cid, "name": "create_order", "arguments": {"order_ref": ref, "amount": 1}}
+                for cid, ref in rounds[turn.round - 1]]
+    return model
+
+
+def test_R44_a_write_proposed_again_under_a_new_call_id_is_answered_from_the_ledger(tmp_path: Path) -> None:
+    world = World()
+    out = run_loop(scripted([("c1", "A")], [("c2", "A")]), tools=[world.tool()], ledger=tmp_path / "ops.sqlite")
+    assert [r["status"] for r in out.results] == ["ok", "ok"] and out.results[0]["output"] == out.results[1]["output"]
+    assert world.effects == {"A": 1} and out.status == "COMPLETED" and out.unreconciled == ()
+    # the key's scope is the principal (R37): a later run of the same principal does not send it either
+    again = run_loop(scripted([("x9", "A")]), tools=[world.tool()], ledger=tmp_path / "ops.sqlite")
+    assert again.results[0]["output"] == {"order": "A"} and world.effects == {"A": 1}
+
+
+def test_R42_OUTCOME_UNKNOWN_reaches_the_model_with_its_next_action_and_is_never_retried() -> None:
+    world = World(lose=1, lookup_down=True)
+    ops = MemoryOperationLedger()
+    out = run_loop(scripted([("c1", "A")], [("c2", "A")]), tools=[world.tool()], ledger=ops, mode="continue")
+    first, second = out.results
+    assert first["code"] == second["code"] == "OUTCOME_UNKNOWN"
+    assert first["next_action"] == "WAIT_FOR_RECONCILIATION" and "outcome is not known" in first["message"]
+    assert world.effects == {"A": 1}, "an unknown outcome is never re-sent while its lookup cannot answer (R43)"
+    assert out.counters["retries"] == 0
+    assert len(out.unreconciled) == 1 and [o.state for o in ops.operations()] == ["unknown"]  # R46: listed
+
+
+def test_R43_an_unknown_outcome_is_reconciled_by_lookup_before_the_key_is_sent_again() -> None:
+    world = World(lose=1)
+    out = run_loop(scripted([("c1", "A")], [("c2", "A")]), tools=[world.tool()], ledger=MemoryOperationLedger())
+    assert [r.get("code") for r in out.results] == ["OUTCOME_UNKNOWN", None]
+    assert out.results[1]["output"] == {"order": "A"} and world.effects == {"A": 1} and out.unreconciled == ()
+
+
+def test_R41_a_definite_rejection_is_a_failure_and_R45_budgets_count_dispatch_marks() -> None:
+    world = World(reject="NOT_FOUND_OR_NOT_ACCESSIBLE")
+    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], ledger=MemoryOperationLedger(), mode="continue")
+    assert out.results[0]["code"] == "NOT_FOUND_OR_NOT_ACCESSIBLE" and world.effects == {}
+    ops = MemoryOperationLedger()
+    run_loop(scripted([("c1", "A")]), tools=[World(reject="INTERNAL_ERROR").tool()], ledger=ops, run_id="r-1",
+             mode="continue")
+    assert ops.dispatches("r-1") == 1
+
+
+def test_R36_R37_a_write_declaration_is_checked_when_the_tool_is_defined() -> None:
+    with pytest.raises(ToolDefinitionError, match="key argument 'amount2'"):
+        Tool.define("create_order", World().send, SCHEMA, write=WriteTool("create_order", ("amount2",)))
+    with pytest.raises(ToolDefinitionError, match="readOnlyHint"):
+        Tool.define("create_order", World().send, SCHEMA, write=WriteTool("create_order", ("order_ref",)),
+                    annotations={"readOnlyHint": True})
+
+
+def test_R46_resume_needs_the_operation_ledger_and_write_tools(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="operation ledger"):
+        resume("r", scripted(), tools=[World().tool()], ledger=None)
+    with pytest.raises(EngineError, match="no write tools"):
+        resume("r", scripted(), tools=[Tool.define("t", lambda a, c: 1)], ledger=tmp_path / "ops.sqlite")
+
+
+def test_R46_resume_reconciles_every_unknown_outcome_before_anything_else(tmp_path: Path) -> None:
+    """A run whose write's answer was lost and whose lookup was down ends listing it; resume asks first."""
+    world = World(lose=1, lookup_down=True)
+    ops = tmp_path / "ops.sqlite"
+    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], ledger=ops, run_id="r-7")
+    assert len(out.unreconciled) == 1
+    world.lookup_down = False
+    calls: list[int] = []
+
+    def model(turn: Any) -> Any:
+        led = SQLiteOperationLedger(ops)
+        calls.append(turn.round)
+        assert [o.state for o in led.operations("r-7")] == ["confirmed"], "reconciled before the model is asked"
+        led.close()
+        return scripted([("c1", "A")])(turn)
+
+    again = resume("r-7", model, tools=[world.tool()], ledger=ops)
+    assert again.results[0]["code"] == "OUTCOME_UNKNOWN"  # request 0's recorded answer (R40), nothing sent
+    assert world.effects == {"A": 1} and again.unreconciled == () and calls
+
+
+def _child(tmp: Path, mode: str, how: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(CHILD), str(tmp / "ops.sqlite"), str(tmp / "remote.sqlite"), mode, how],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("mode", ["record", pytest.param("lookup", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("point", POINTS)
+def test_R40_R46_a_run_loop_killed_at_each_crash_point_and_resumed_applies_each_write_once(
+        tmp_path: Path, point: str, mode: str) -> None:
+    killed = _child(tmp_path, mode, "run", {CRASH_ENV: point})
+    assert killed.returncode == -9, (killed.returncode, killed.stderr)  # SIGKILL, not an exit
+    done = _child(tmp_path, mode, "resume", {})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert Remote(tmp_path / "remote.sqlite", mode).effects() == {"A-1": 1, "B-2": 1}, "one effect per key"
+    assert out["status"] == "COMPLETED" and out["unreconciled"] == []
+    a1, a1_again, b2 = out["results"]
+    assert a1["status"] == a1_again["status"] == b2["status"] == "ok"
+    assert a1["output"] == a1_again["output"], "the replay under a new call id answers the recorded result"
+    ops = SQLiteOperationLedger(tmp_path / "ops.sqlite")
+    assert {r.state for r in ops.operations()} == {"confirmed"}
+    ops.close()
