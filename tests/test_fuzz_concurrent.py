@@ -273,3 +273,18 @@ def test_a_concurrent_step_for_a_v1_implementation_is_a_P6_at_once() -> None:
         factory.close()
     assert trace["events"][-1]["code"] == "P6" and "concurrency" in trace["events"][-1]["detail"]
     assert judge(trace).violation.rule == "P6"
+
+
+def test_idle_notifications_are_bounded() -> None:
+    """C3/C5: tool.waiting with nothing held and cancellations of unknown requests change nothing,
+    and past the notification limit they are a P4 finding (a flood), never a hang or a crash."""
+    from loopspec.fuzz._harness import _ConcurrentRecorder
+    from loopspec.fuzz._rpc import MAX_UNSOLICITED, ProtocolFailure
+
+    rec = _ConcurrentRecorder(cstep(2), "batch.run")
+    for n in range(MAX_UNSOLICITED):
+        rec.notification("tool.waiting" if n % 2 else "$/cancelRequest", {"id": n})
+    assert rec.events == []
+    with pytest.raises(ProtocolFailure) as exc:
+        rec.notification("tool.waiting", {})
+    assert exc.value.code == "P4" and exc.value.kind == "unsolicited-traffic"
