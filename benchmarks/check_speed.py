@@ -17,7 +17,8 @@ Writes a synthetic ledger (real reference-engine runs, relabelled and interleave
   single-core parse rate. Each round prints its own ratios (parse, single check and split check are
   measured one after the other in the round), so a noisy machine shows as spread between rounds.
 
-Prints events per second and the ratios check / limit and check --jobs N / limit. With ``--memory`` it also prints the peak
+Prints events per second and the ratios check / limit and check --jobs N / limit, and the machine's load
+average before and after (``os.getloadavg``: the machine is shared, and wall-clock rates fall with its load). With ``--memory`` it also prints the peak
 RSS of ``loopspec check`` run as a child process (the kernel's figure, which counts the parser's C
 allocations) and tracemalloc's peak for a check in process (Python's allocations only). No assertion: the numbers are for reading.
 
@@ -160,6 +161,13 @@ def child_peak_rss(path: Path) -> tuple[float, int]:
     return rep["maxrss_kb"] / 1024, os.waitstatus_to_exitcode(rep["status"])
 
 
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover - not on this platform
+        return "unknown"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=300_000)
@@ -171,6 +179,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="processes for the split check (default: the number of CPUs)")
     args = ap.parse_args()
+    print(f"load average before: {_load()} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "ledger.ndjson"
         with path.open("w") as fh:
@@ -214,6 +223,7 @@ def main() -> None:
         best_one, best_jobs = max(r[0] for r in ratios), max(r[1] for r in ratios)
         print(f"  best: check/limit = {best_one:.0%}, check --jobs {args.jobs}/limit = {best_jobs:.0%} "
               f"(target 50%)")
+        print(f"load average after: {_load()}")
         if args.memory:
             rss, code = child_peak_rss(path)
             print(f"peak RSS of loopspec check (a child process, the kernel's figure): {rss:.1f} MB while checking "

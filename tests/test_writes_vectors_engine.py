@@ -139,3 +139,29 @@ def test_a_broken_engine_fails_the_vectors() -> None:
     except (AssertionError, IndexError):  # it left the script: it sent where the script looks up
         return
     assert got != case["expect"]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_R45_a_run_is_charged_its_own_dispatch_marks_only(kind: str, tmp_path: Path) -> None:
+    """R45: the budget counts the run's dispatch marks. A key of scope `principal` rejected in run A and
+    attempted again in run B charges run B once, not once per mark the key ever had."""
+    from loopspec._oplog import SQLiteOperationLedger
+
+    ledger = MemoryOperationLedger() if kind == "memory" else SQLiteOperationLedger(tmp_path / "ops.sqlite")
+    sends: list[str] = []
+
+    def send(arguments: Mapping[str, Any], key: str) -> Any:
+        sends.append(arguments["ref"])
+        if len(sends) == 1:
+            raise Rejected("NOT_FOUND_OR_NOT_ACCESSIBLE")
+        return {"ref": arguments["ref"]}
+
+    h = WriteHandler(w.WriteTool("put", ("ref",), reconcile="lookup"), send, lambda k, a: (False, None), SCHEMA)
+    a = WriteExecutor(ledger, {"put": h}, "p", "run-A", budget=1)
+    assert a.call(0, "c1", "put", {"ref": "x"})["code"] == "NOT_FOUND_OR_NOT_ACCESSIBLE"
+    b = WriteExecutor(ledger, {"put": h}, "p", "run-B", budget=2)
+    assert b.call(0, "c1", "put", {"ref": "x"})["status"] == "ok"
+    assert b.call(1, "c2", "put", {"ref": "y"})["status"] == "ok"  # charged 1 + 1, not 2 + 1
+    assert b.call(2, "c3", "put", {"ref": "z"})["code"] == "BUDGET_EXHAUSTED"
+    assert (ledger.dispatches("run-A"), ledger.dispatches("run-B"), sends) == (1, 2, ["x", "x", "y"])
+    ledger.close()

@@ -77,6 +77,10 @@ class OperationLedger(Protocol):
 
     def operations(self, run_id: str | None = None) -> list[OpRecord]: ...
 
+    def dispatches(self, run_id: str) -> int:
+        """The dispatch marks (W02) recorded by run ``run_id``: what its budget has spent (R45)."""
+        ...
+
     def answer(self, run_id: str, index: int) -> Any: ...
 
     def record_answer(self, run_id: str, index: int, call_id: str, answer: Any) -> None: ...
@@ -122,6 +126,10 @@ class MemoryOperationLedger:
 
     def operations(self, run_id: str | None = None) -> list[OpRecord]:
         return [r for r in self._ops.values() if run_id is None or r.run_id == run_id]
+
+    def dispatches(self, run_id: str) -> int:
+        with self._lock:
+            return sum(1 for _k, name, run in self.log if name == "mark_dispatched" and run == run_id)
 
     def answer(self, run_id: str, index: int) -> Any:
         return self._answers.get((run_id, index))
@@ -201,6 +209,12 @@ class SQLiteOperationLedger:
             q = f"SELECT {self._COLS} FROM operations" + (" WHERE run_id = ?" if run_id is not None else "") + " ORDER BY key"
             rows = self._db.execute(q, (run_id,) if run_id is not None else ()).fetchall()
         return [r for r in (self._row(x) for x in rows) if r is not None]
+
+    def dispatches(self, run_id: str) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT COUNT(*) FROM transitions WHERE name = 'mark_dispatched' AND run_id = ?",
+                                   (run_id,)).fetchone()
+        return int(row[0])
 
     def transitions(self, key: str | None = None) -> list[tuple[str, str, str, str]]:
         """The audit trail: (key, transition, from, to) in commit order."""
@@ -286,7 +300,9 @@ class WriteExecutor:
         return w.idempotency_key(h.tool, arguments, self.principal, self.run_id)
 
     def dispatched(self) -> int:
-        return sum(r.dispatches for r in self.ledger.operations(self.run_id))
+        """What this run's budget has spent (R45): its dispatch marks, durable — not its sends, which a crash
+        between the mark and the send hides (recovery cannot tell whether that send happened)."""
+        return self.ledger.dispatches(self.run_id)
 
     # -- one request ------------------------------------------------------------------------------
 

@@ -207,6 +207,7 @@ def _runs_of(path: Path, n: int) -> list[Json]:
 
 LEDGER = _runs_of(GOLDEN / "ledger-pass.ndjson", 3)
 LEDGER_BAD = _ndjson(GOLDEN / "ledger-fail-budget-relabelled.ndjson")
+LEDGER_CONCURRENT = _runs_of(GOLDEN / "ledger-concurrent-pass.ndjson", 4)  # section 5: held answers, abandonment
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,7 +216,7 @@ LEDGER_BAD = _ndjson(GOLDEN / "ledger-fail-budget-relabelled.ndjson")
 
 
 @FUZZ
-@given(data=st.one_of(_ndjson_kind(LEDGER), _ndjson_kind(LEDGER_BAD)))
+@given(data=st.one_of(_ndjson_kind(LEDGER), _ndjson_kind(LEDGER_BAD), _ndjson_kind(LEDGER_CONCURRENT)))
 def test_ledgers(tmp_path: Path, data: bytes) -> None:
     _check_both_formats(_file(tmp_path, ".ndjson", data))
 

@@ -53,6 +53,7 @@ class WState(NamedTuple):
     ops: tuple[tuple[str, str, str], ...]
     requests: tuple[tuple[str, str], ...]
     answers: tuple[str, ...]
+    marks: int                                # dispatch marks recorded (W02): what the budget charges (R45)
     # volatile: where the application is ("idle", "down", ("reconcile", done, then), ("intent", i), ...)
     pc: tuple[Any, ...]
     # the external system: app keys it applied (its record / what a lookup finds)
@@ -106,13 +107,13 @@ def invariants_violated(s: WState, sc: Scope) -> list[str]:
         if (any(st in ("intent", "dispatched") for _a, _t, st in s.ops)
                 or (status == "COMPLETED" and unknown) or listed != unknown):
             out.append("INV-W-RECONCILED")
-    if s.sends > sc.budget:
+    if s.sends > sc.budget or s.marks > sc.budget:
         out.append("INV-W-DISPATCH-BUDGET")
     return out
 
 
 def initial(sc: Scope) -> WState:
-    return WState((), (), (), ("idle",), frozenset(), sc.crashes, sc.outages, (), frozenset(), 0, 0, 0)
+    return WState((), (), (), 0, ("idle",), frozenset(), sc.crashes, sc.outages, (), frozenset(), 0, 0, 0)
 
 
 def _lookups(s: WState, ak: str, tk: str) -> Iterator[tuple[str, WState]]:
@@ -172,7 +173,7 @@ def successors(s: WState, sc: Scope, policy: w.Policy) -> Iterator[tuple[str, WS
             yield from _send(s, sc, ak, tk, i, then_mark=True)
         else:
             yield "mark dispatched", s._replace(ops=_set_op(s, ak, tk, w.op_step(_op(s, ak), "mark_dispatched")),
-                                                 pc=("marked", i))
+                                                 marks=s.marks + 1, pc=("marked", i))
         return
     if kind == "marked":
         yield from _send(s, sc, ak, tk, i, then_mark=False)
@@ -180,7 +181,7 @@ def successors(s: WState, sc: Scope, policy: w.Policy) -> Iterator[tuple[str, WS
     if kind == "sent_unmarked":  # the broken variant: the mark comes after the send
         st = _op(s, ak)
         yield "mark dispatched", s._replace(ops=_set_op(s, ak, tk, "dispatched" if st == "intent" else st),
-                                             pc=("sent", i, pc[2]))
+                                             marks=s.marks + (st == "intent"), pc=("sent", i, pc[2]))
         return
     if kind == "sent":
         t = w.on_response(pc[2], policy)
@@ -216,8 +217,9 @@ def _check(s: WState, sc: Scope, policy: w.Policy, i: int) -> Iterator[tuple[str
             yield "reconcile", s._replace(pc=("lookup", i))
     elif action == "resume_intent":
         yield "resume intent", s._replace(pc=("intent", i))
-    else:  # dispatch: a new attempt (W01), reserved from the budget (R45)
-        if s.sends >= sc.budget:
+    else:  # dispatch: a new attempt (W01), reserved from the budget (R45): the budget counts dispatch marks,
+        # durable, not sends, which a crash between the mark and the send hides from every implementation
+        if s.marks >= sc.budget:
             yield "answer BUDGET_EXHAUSTED", s._replace(answers=(*s.answers, "BUDGET_EXHAUSTED"))
             return
         new = "intent" if policy.retry_without_lookup and st in ("unknown", "dispatched") else w.op_step(st, "record_intent")

@@ -29,7 +29,6 @@ import dataclasses
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, Final
 
 from .. import _core as core
@@ -198,14 +197,39 @@ def _guard_sources() -> tuple[dict[str, str], dict[str, object]]:
 
 
 _GUARD_SRC, _GUARD_NS = _guard_sources()
-_COMPILED: dict[int, dict[str, Any]] = {}
+_COMPILED: dict[tuple[int, tuple[tuple[str, bool], ...]], dict[str, Any]] = {}
 
 
-def _expected_fns(tables: Tables) -> dict[str, Any]:
-    fns = _COMPILED.get(id(tables))
+def _expected_fns(tables: Tables, rc: RunConfig | None = None) -> dict[str, Any]:
+    """The compiled driving groups, with the guards the run's configuration fixes folded in."""
+    const = _constant_guards(rc) if rc is not None else ()
+    key = (id(tables), const)
+    fns = _COMPILED.get(key)
     if fns is None:
-        fns = _COMPILED[id(tables)] = compile_groups(tables, _GUARD_SRC, _GUARD_NS)
+        fns = _COMPILED[key] = compile_groups(tables, _GUARD_SRC, _GUARD_NS, dict(const))
     return fns
+
+
+def _constant_guards(rc: RunConfig) -> tuple[tuple[str, bool], ...]:
+    """The guards whose value a configuration fixes for the whole run, as the core computes them:
+    ``within(n, None)`` always holds, a deadline of None never passes, and a sequential run
+    (max_concurrency 1) has nothing in the background (``take_up_blocked`` and ``runs_on`` test
+    max_concurrency > 1 first; the oracle sets ``arrival`` only for a concurrent run)."""
+    lim = rc.limits
+    out = []
+    if rc.max_concurrency <= 1:
+        out += [("result_arrived", False), ("take_up_blocked", False), ("runs_on", False)]
+    if lim.deadline is None:
+        out.append(("deadline_passed", False))
+    if lim.max_rounds is None:
+        out.append(("rounds_left", True))
+    if lim.max_requests is None:
+        out.append(("request_admitted", True))
+    if lim.max_executions is None:
+        out.append(("budget_left", True))
+    if lim.max_tool_executions is None and all(v is None for v in rc.tool_limits.values()):
+        out.append(("tool_budget_left", True))
+    return tuple(out)
 
 
 _ID_TYPES: Final[Mapping[str, Json]] = {"null": None, "number": 0, "boolean": False, "array": [], "object": {}}
@@ -307,6 +331,13 @@ class RunChecker:
     """Checks the events of one run, in order. ``feed`` raises :class:`Divergence` at the first
     violation and :class:`RunInputError` when the events cannot be read as a ledger."""
 
+    # slots: every attribute of the hot path is read and written per event (a slot is a fixed offset)
+    __slots__ = ("_bcls", "_bkey", "abandon_buf", "abandoned", "args_assumed", "args_valid_input", "auth_input",
+                 "checks", "concurrent", "config", "cur", "effect_events", "events", "exp_fns", "expect", "first_line",
+                 "inflight", "items", "items_first", "items_round", "last_line", "late_buf", "loop_config", "pos",
+                 "ran_on", "reply", "req_digest", "req_key", "ret_next", "round_answers", "round_start", "run_id", "s",
+                 "seq", "state", "step", "steps", "t", "terminal", "terminal_line", "window_start")
+
     def __init__(self, tables: Tables, run_id: str, started: Mapping[str, Json], line: int,
                  config_key: bytes | None = None) -> None:
         self.t = tables
@@ -325,7 +356,7 @@ class RunChecker:
             raise RunInputError(f"run_started.{exc.where}: {exc.message}", line) from None
         s = RunState(self.config)
         self.s = s
-        self.exp_fns = _expected_fns(tables)
+        self.exp_fns = _expected_fns(tables, self.config)
         self.state = tables.spec.initial.id
         self.seq = 1
         self.events = 1
@@ -657,10 +688,14 @@ class RunChecker:
         self.late_buf = []
 
     def counters(self) -> dict[str, Json]:
-        """The run's counters as the engine reports them (the engine's own function, on this state)."""
-        from .._engine import _Run
+        """The run's counters as the engine reports them (the engine's own function, on this state: it
+        reads only ``.s``)."""
+        global _ENGINE_COUNTERS
+        if _ENGINE_COUNTERS is None:
+            from .._engine import _Run
 
-        return _Run.counters(SimpleNamespace(s=self.s))  # type: ignore[arg-type]
+            _ENGINE_COUNTERS = _Run.counters
+        return _ENGINE_COUNTERS(self)  # type: ignore[arg-type]
 
     def close_at_eof(self) -> Divergence:
         return _classify.not_terminated(self)
@@ -935,13 +970,18 @@ def _first_diff(got: tuple[Any, ...], want: tuple[Any, ...]) -> int:
 
 def _has_bool(values: tuple[Any, ...]) -> bool:
     """JSON true/false where a count or index belongs (Python's True == 1 must not pass for it)."""
-    return any(v.__class__ is bool for v in values)
+    for v in values:  # noqa: SIM110 - a loop, not any(genexpr): this runs for most events
+        if v.__class__ is bool:
+            return True
+    return False
 
 
 def _bool_inside(v: Json) -> bool:
     """A JSON true/false among an object's values (counts, indices: never booleans)."""
     if v.__class__ is dict:
-        return any(x.__class__ is bool or (x.__class__ is dict and _bool_inside(x)) for x in v.values())
+        for x in v.values():
+            if x.__class__ is bool or (x.__class__ is dict and _bool_inside(x)):
+                return True
     return False
 
 
@@ -954,6 +994,7 @@ def _one(tables: Tables, effect: str) -> Transition:
 
 
 _ABSENT: Final = object()
+_ENGINE_COUNTERS: Callable[[Any], dict[str, Json]] | None = None
 
 
 def _short(v: Json, n: int = 40) -> str:

@@ -178,18 +178,27 @@ def build_tables(spec: Spec) -> Tables:
     )
 
 
-def compile_groups(t: Tables, guard_source: Mapping[str, str], namespace: dict[str, object]) -> dict[str, object]:
+def compile_groups(t: Tables, guard_source: Mapping[str, str], namespace: dict[str, object],
+                   constants: Mapping[str, bool] | None = None) -> dict[str, object]:
     """Compile each state's driving group into one Python function ``f(c, s) -> Transition`` that tests
     the guards in the spec's order (R0), first enabled wins. Generated from the spec data, so it stays
     the spec's; ``guard_source`` gives the expression for each guard id (``s`` is the RunState, ``c``
-    the checker) and ``namespace`` the names those expressions use."""
+    the checker) and ``namespace`` the names those expressions use. ``constants``: guards whose value
+    the run's configuration fixes (no limit set: the budget guard always holds; a sequential run: no
+    result ever arrives in the background), folded in: a condition that always holds is not tested, a
+    transition whose condition never holds is left out (the order of the rest is the spec's)."""
     ns: dict[str, object] = dict(namespace)
     src: list[str] = []
+    const = constants or {}
     for state, group in t.groups.items():
         src.append(f"def expected_{state}(c, s):")
         for tr in group:
             ns[f"T_{tr.id}"] = tr
-            conds = [guard_source[g] if want else f"not ({guard_source[g]})" for g, want in t.conditions[tr.id]]
+            fixed = [const[g] == want for g, want in t.conditions[tr.id] if g in const]
+            if not all(fixed):
+                continue  # never enabled under this configuration
+            conds = [guard_source[g] if want else f"not ({guard_source[g]})" for g, want in t.conditions[tr.id]
+                     if g not in const]
             if conds:
                 src.append(f"    if {' and '.join(conds)}:")
                 src.append(f"        return T_{tr.id}")
