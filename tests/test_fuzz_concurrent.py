@@ -182,6 +182,10 @@ def test_the_correct_concurrent_executor_passes_a_campaign() -> None:
     finally:
         factory.close()
     assert r.ok, [(f.rule, f.verdict.violation.explanation) for f in r.findings]
+    # section 5's transitions are reachable and taken: waiting (T30), running on (T31), landing (T33)
+    assert {"T30", "T31", "T33"} <= set(r.coverage["reachable"]) and r.coverage["missing"] == []
+    assert all(r.coverage["transitions"][t] > 0 for t in ("T30", "T31", "T33"))
+    assert set(r.coverage["unreachable"]) >= {"T29", "T32"} and "T30" not in r.coverage["unreachable"]
 
 
 def test_all_orders_of_a_small_step_are_enumerated() -> None:
