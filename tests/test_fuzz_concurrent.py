@@ -292,3 +292,25 @@ def test_idle_notifications_are_bounded() -> None:
     with pytest.raises(ProtocolFailure) as exc:
         rec.notification("tool.waiting", {})
     assert exc.value.code == "P4" and exc.value.kind == "unsolicited-traffic"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(RACES))
+def test_every_race_is_caught_by_a_campaign_and_shrunk_with_its_schedule(bug: str, tmp_path: Path) -> None:
+    """The Done-when of issue 16 for the fuzzer: each race of the example's concurrent mode is found
+    by a default-seeded campaign, shrunk to at most 3 calls, reproduced in a fresh process, and its
+    case holds the schedule that exposes it."""
+    factory = ImplFactory(cmd(bug), timeout=10.0)
+    try:
+        factory.release(factory.open("batch"))
+        r = Campaign(factory, out=tmp_path, max_examples=100, seed=1, shrink_seconds=10.0).run()
+    finally:
+        factory.close()
+    rule = RACES[bug][1]
+    found = {f.rule: f for f in r.findings}
+    assert rule in found, f"{bug}: found {sorted(found)}"
+    f = found[rule]
+    assert f.calls <= 3 and f.reproduced is True
+    case = load_case(tmp_path / f"{rule}.json")
+    assert isinstance(case["steps"][-1]["schedule"], list)
+    assert "Let the harness release the tool answers" in (tmp_path / f"{rule}.txt").read_text()
