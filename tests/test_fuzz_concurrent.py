@@ -182,6 +182,10 @@ def test_the_correct_concurrent_executor_passes_a_campaign() -> None:
     finally:
         factory.close()
     assert r.ok, [(f.rule, f.verdict.violation.explanation) for f in r.findings]
+    # section 5's transitions are reachable and taken: waiting (T30), running on (T31), landing (T33)
+    assert {"T30", "T31", "T33"} <= set(r.coverage["reachable"]) and r.coverage["missing"] == []
+    assert all(r.coverage["transitions"][t] > 0 for t in ("T30", "T31", "T33"))
+    assert set(r.coverage["unreachable"]) >= {"T29", "T32"} and "T30" not in r.coverage["unreachable"]
 
 
 def test_all_orders_of_a_small_step_are_enumerated() -> None:
@@ -273,3 +277,40 @@ def test_a_concurrent_step_for_a_v1_implementation_is_a_P6_at_once() -> None:
         factory.close()
     assert trace["events"][-1]["code"] == "P6" and "concurrency" in trace["events"][-1]["detail"]
     assert judge(trace).violation.rule == "P6"
+
+
+def test_idle_notifications_are_bounded() -> None:
+    """C3/C5: tool.waiting with nothing held and cancellations of unknown requests change nothing,
+    and past the notification limit they are a P4 finding (a flood), never a hang or a crash."""
+    from loopspec.fuzz._harness import _ConcurrentRecorder
+    from loopspec.fuzz._rpc import MAX_UNSOLICITED, ProtocolFailure
+
+    rec = _ConcurrentRecorder(cstep(2), "batch.run")
+    for n in range(MAX_UNSOLICITED):
+        rec.notification("tool.waiting" if n % 2 else "$/cancelRequest", {"id": n})
+    assert rec.events == []
+    with pytest.raises(ProtocolFailure) as exc:
+        rec.notification("tool.waiting", {})
+    assert exc.value.code == "P4" and exc.value.kind == "unsolicited-traffic"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(RACES))
+def test_every_race_is_caught_by_a_campaign_and_shrunk_with_its_schedule(bug: str, tmp_path: Path) -> None:
+    """The Done-when of issue 16 for the fuzzer: each race of the example's concurrent mode is found
+    by a default-seeded campaign, shrunk to at most 3 calls, reproduced in a fresh process, and its
+    case holds the schedule that exposes it."""
+    factory = ImplFactory(cmd(bug), timeout=10.0)
+    try:
+        factory.release(factory.open("batch"))
+        r = Campaign(factory, out=tmp_path, max_examples=100, seed=1, shrink_seconds=10.0).run()
+    finally:
+        factory.close()
+    rule = RACES[bug][1]
+    found = {f.rule: f for f in r.findings}
+    assert rule in found, f"{bug}: found {sorted(found)}"
+    f = found[rule]
+    assert f.calls <= 3 and f.reproduced is True
+    case = load_case(tmp_path / f"{rule}.json")
+    assert isinstance(case["steps"][-1]["schedule"], list)
+    assert "Let the harness release the tool answers" in (tmp_path / f"{rule}.txt").read_text()

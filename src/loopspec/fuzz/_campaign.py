@@ -521,6 +521,8 @@ class Campaign:
                                  concurrency=mode == "batch" and profile is None and announces_concurrency(factory.info))
         self.seed = self.settings.seed
         self.mode = mode
+        #: the transitions the campaign can reach (a concurrent batch campaign's include section 5's)
+        self.coverage_mode = "batch-concurrent" if self.settings.concurrency else mode
         self.max_examples = max_examples
         self.profile = profile
         self.out = Path(out) if out is not None else None
@@ -667,7 +669,8 @@ class Campaign:
         findings = sorted(self.findings.values(), key=lambda f: f.rule)
         stats = self.stats_json(elapsed, interrupted)
         result = CampaignResult(findings, self.seed, stats, [], interrupted,
-                                coverage=self.coverage.to_json(self.mode, [t.id for t in load_spec().transitions]),
+                                coverage=self.coverage.to_json(self.coverage_mode,
+                                                               [t.id for t in load_spec().transitions]),
                                 params=self.settings.to_json() | {"jobs": self.jobs, "dask": self.dask})
         if self.out is not None:
             keep = set()

@@ -167,7 +167,8 @@ def _predict_concurrent(step: Mapping[str, Json]) -> Prediction:
         execs.append((r.call_id, r.name, r.arguments, rc.principal))
     response = {"results": [wire_answer(a) for a in s.answers], "executed": s.executed,
                 "aborted": None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]}}
-    return Prediction(execs, response, [], path(s), _codes(s), s.stop_reason, s, releases,
+    transitions = path(s) + ["T31"] * len(s.executions) + ["T30", "T33"] * len(releases)  # section 5, counted
+    return Prediction(execs, response, [], transitions, _codes(s), s.stop_reason, s, releases,
                       frozenset(e.ordinal for e in s.executions if e.abandoned))
 
 
@@ -480,7 +481,7 @@ class Generator:
         self.guided = guided
         self.concurrency = concurrency and mode == "batch"
         self.hits: Counter[str] = Counter()
-        self.reachable = REACHABLE[mode]
+        self.reachable = REACHABLE["batch-concurrent" if self.concurrency else mode]
 
     def rng(self, i: int) -> random.Random:
         return random.Random(self.seed * 1_000_003 + i * 7_919 + (1 if self.mode == "loop" else 0))

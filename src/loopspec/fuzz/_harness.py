@@ -288,9 +288,7 @@ class _ConcurrentRecorder(_Recorder):
     def notification(self, method: str, params: Json) -> None:
         if self.failure is not None:
             return
-        if method == "tool.waiting":
-            if not self.held:
-                return
+        if method == "tool.waiting" and self.held:
             n = len(self.held)
             c = self.choose(self.releases, [h[0] for h in self.held])
             k, _rid, reply, result, error = self.held.pop(c)
@@ -306,7 +304,8 @@ class _ConcurrentRecorder(_Recorder):
                     self.events.append({"type": "cancel", "execution": h[0]})
                     h[2](None, RpcError(REQUEST_CANCELLED, "request cancelled"))
                     return
-            return  # cancelling an answered (or unknown) request: nothing to do
+        # anything else — another notification, tool.waiting with nothing held, cancelling a request
+        # already answered or unknown — changes nothing, and is bounded like unsolicited traffic (P4)
         self.notes += 1
         if self.notes > MAX_UNSOLICITED:
             self.failure = ProtocolFailure("P4", "unsolicited-traffic",
