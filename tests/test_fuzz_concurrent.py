@@ -314,3 +314,22 @@ def test_every_race_is_caught_by_a_campaign_and_shrunk_with_its_schedule(bug: st
     case = load_case(tmp_path / f"{rule}.json")
     assert isinstance(case["steps"][-1]["schedule"], list)
     assert "Let the harness release the tool answers" in (tmp_path / f"{rule}.txt").read_text()
+
+
+def test_an_in_process_implementation_gets_no_concurrent_steps() -> None:
+    """The in-process Executor API answers each execute() at once (v1): a campaign against one that
+    claims the capability stays sequential, and a concurrent step for it is a P6 at once."""
+    from loopspec.fuzz._adapter import InProcessImpl, ReferenceExecutor
+
+    class Claims(ReferenceExecutor):
+        def capabilities(self) -> dict[str, bool]:
+            return {**super().capabilities(), "concurrency": True}
+
+    factory = ImplFactory(Claims)
+    try:
+        factory.release(factory.open("batch"))
+        assert not Campaign(factory, max_examples=1, seed=1).settings.concurrency
+    finally:
+        factory.close()
+    trace = run_step(InProcessImpl(Claims()), cstep(2))
+    assert trace["events"][-1]["code"] == "P6"

@@ -518,7 +518,8 @@ class Campaign:
                                  max_calls=max_calls, isolation=isolation, shrink_seconds=shrink_seconds,
                                  time_budget=time_budget, profile=profile, confirm=confirm,
                                  spec=str(default_spec_path()) if spec_chosen() else None,
-                                 concurrency=mode == "batch" and profile is None and announces_concurrency(factory.info))
+                                 concurrency=mode == "batch" and profile is None and factory.argv is not None
+                                 and announces_concurrency(factory.info))
         self.seed = self.settings.seed
         self.mode = mode
         #: the transitions the campaign can reach (a concurrent batch campaign's include section 5's)
