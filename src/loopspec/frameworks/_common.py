@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from .._core import CODE_TABLE, FAILURE_CATEGORIES
 from .._judge import CANARY_PREFIX
-from ..fuzz._adapter import ExecuteFn, Executor, ModelFailure, ModelFn
+from ..fuzz._adapter import ExecuteFn, Executor, HeldAnswers, ModelFailure, ModelFn
 
 Json = Any
 
@@ -152,23 +152,56 @@ class Run:
                 return self.proposals[r][index - off]
         return None
 
+    def _start(self, index: int | None, call_id: Json, received: dict[str, Json],
+               principal: Json) -> tuple[Json, dict[str, Json], str, int]:
+        self.executed += 1
+        call = self.call(index) if index is not None else None
+        args = call.get("arguments") if isinstance(call, dict) and isinstance(call.get("arguments"), dict) else received
+        cid = call.get("id") if isinstance(call, dict) else call_id
+        return cid, args, principal if isinstance(principal, str) else "", self.executed
+
+    def _failed(self, index: int | None, exc: Exception, k: int) -> ToolFailed:
+        category = getattr(exc, "category", "INTERNAL_ERROR")
+        if index is not None:
+            self.failed_at[index] = category
+        return ToolFailed(category, f"{CANARY_PREFIX}{k}")
+
     def enter(self, index: int | None, call_id: Json, name: str, received: dict[str, Json], principal: Json) -> Json:
         """A tool body was entered: count the execution and run the harness's tool.
 
         The arguments sent to the harness are the proposal's (the framework says which call it runs
         by the id it passes to the body); when the framework coerced them (lax validation) the body
         received other values, but the execution is of that request all the same."""
-        self.executed += 1
-        call = self.call(index) if index is not None else None
-        args = call.get("arguments") if isinstance(call, dict) and isinstance(call.get("arguments"), dict) else received
-        cid = call.get("id") if isinstance(call, dict) else call_id
+        cid, args, who, k = self._start(index, call_id, received, principal)
         try:
-            return self.execute(cid, name, args, principal if isinstance(principal, str) else "")
+            return self.execute(cid, name, args, who)
         except Exception as exc:
-            category = getattr(exc, "category", "INTERNAL_ERROR")
-            if index is not None:
-                self.failed_at[index] = category
-            raise ToolFailed(category, f"{CANARY_PREFIX}{self.executed}") from None
+            raise self._failed(index, exc, k) from None
+
+    @property
+    def held(self) -> HeldAnswers | None:
+        """A concurrent step's held answers (protocol v1.1), None in a sequential step."""
+        return getattr(self.execute, "held", None)
+
+    async def aenter(self, index: int | None, call_id: Json, name: str, received: dict[str, Json],
+                     principal: Json) -> Json:
+        """:meth:`enter` for an async tool body: in a concurrent step the body awaits the answer the
+        harness holds (:class:`~loopspec.fuzz._adapter.HeldAnswers`), else it answers at once."""
+        held = self.held
+        if held is None:
+            return self.enter(index, call_id, name, received, principal)
+        cid, args, who, k = self._start(index, call_id, received, principal)
+        try:
+            return await held.execute(cid, name, args, who)
+        except Exception as exc:
+            raise self._failed(index, exc, k) from None
+
+    def run_async(self, coro: Any) -> Any:
+        """``asyncio.run(coro)``; in a concurrent step with the held answers' watcher beside it."""
+        import asyncio
+
+        held = self.held
+        return asyncio.run(held.drive(coro) if held is not None else coro)
 
     def answer(self, index: int, result: dict[str, Json]) -> None:
         self.answers.setdefault(index, result)
@@ -268,6 +301,17 @@ class FrameworkExecutor(Executor):
     def setting(self, name: str) -> str:
         return self.settings.get(name, self.SETTINGS[name][0])
 
+    #: the adapter's tool bodies await held answers in a concurrent step (:meth:`Run.aenter`)
+    holds_answers = True
+
+    def concurrent(self) -> bool:
+        """Does the framework run at these settings execute the calls of one response concurrently (its
+        default mode)? Then the adapter announces ``concurrency`` and the harness picks completion orders."""
+        return False
+
+    def capabilities(self) -> dict[str, bool]:
+        return {**super().capabilities(), "concurrency": self.concurrent()}
+
     def settings_text(self) -> str:
         """The non-default settings, as ``--impl`` names them (empty at the defaults)."""
         return ",".join(f"{k}={v}" for k, v in self.settings.items() if v != self.SETTINGS[k][0])
@@ -285,7 +329,18 @@ class FrameworkExecutor(Executor):
     def normalize_step(self, step: dict[str, Json]) -> dict[str, Json]:
         """The step the framework can express: unrepresentable calls removed, limits it has no
         equivalent for turned off (see :attr:`limit_support`)."""
-        return normalize_step(step, self.unrepresentable, self.supported_limits(), self.supports_error_result)
+        step = normalize_step(step, self.unrepresentable, self.supported_limits(), self.supports_error_result)
+        cfg = step.get("config")
+        if isinstance(cfg, dict) and isinstance(cfg.get("concurrency"), dict):
+            if not self.concurrent():
+                step["config"] = {k: v for k, v in cfg.items() if k != "concurrency"}
+                step.pop("schedule", None)
+            else:
+                # no framework bounds the overlap of one response's calls or reads MCP hints (R29, R30):
+                # every call of the response may run at once, which is what the step says
+                step["config"] = {**cfg, "concurrency": {"maxConcurrency": max(2, len(step.get("calls", []))),
+                                                         "overlap": "all"}}
+        return step
 
     supports_error_result = False  # the error-result limit policy (R20)
 

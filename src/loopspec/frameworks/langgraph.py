@@ -26,13 +26,14 @@
   tool body reads) and calls ``execute`` unchanged: ids may repeat in one message.
 * ToolNode runs the calls of a message concurrently (``asyncio.gather``), so a tool failure that ends
   the run in abort mode does not stop the others; the graph then raises and the message's
-  ToolMessages are lost (profile ``tool_execution = concurrent``).
+  ToolMessages are lost (profile ``tool_execution = concurrent``). By default each body answers before
+  it yields, so the calls complete in start order; ``langgraph[completion=harness]`` holds the answers
+  (the bodies await them) and the harness picks the completion order (protocol v1.1, batch steps).
 * LangGraph has no execution, per-tool or request budget and does not retry a failed tool.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import warnings
 from contextvars import ContextVar
@@ -59,8 +60,12 @@ class LangGraphExecutor(FrameworkExecutor):
     name = "langgraph"
     #: recursion_limit: 2 × maxRounds (even, the profile's setting) or one less (odd); handle_tool_errors:
     #: True in continue mode and ToolNode's default in abort mode (by-mode), True in every mode, or a fixed text
+    #: completion: ToolNode always gathers a message's calls; "at-once" answers each body before it
+    #: yields (so they run one after the other, the adapter's default), "harness" holds the answers and
+    #: the harness picks the completion order (ToolNode's concurrency as a user sees it, protocol v1.1)
     SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"recursion_limit": ("even", "odd"),
-                                                      "handle_tool_errors": ("by-mode", "true", "text")}
+                                                      "handle_tool_errors": ("by-mode", "true", "text"),
+                                                      "completion": ("at-once", "harness")}
     limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "recursion_limit = 2 × maxRounds (loop level; a round is a model step and a tools step)",
         "maxExecutions": "none: LangGraph has no execution budget",
@@ -75,6 +80,9 @@ class LangGraphExecutor(FrameworkExecutor):
 
         self.version = f"langgraph {version('langgraph')}, langgraph-prebuilt {version('langgraph-prebuilt')}, " \
                        f"langchain-core {version('langchain-core')}"
+
+    def concurrent(self) -> bool:
+        return self.setting("completion") == "harness"
 
     def unrepresentable(self, call: Json) -> str | None:
         why = super().unrepresentable(call)
@@ -118,7 +126,7 @@ class LangGraphExecutor(FrameworkExecutor):
                 async def fn(tool_call_id: str, config: RunnableConfig, **kwargs: Any) -> str:
                     i = _entering(run, _RUNNING.get(), tool_call_id, name)
                     principal = (config.get("configurable") or {}).get("principal")
-                    return json.dumps(run.enter(i, tool_call_id, name, given(kwargs), principal))
+                    return json.dumps(await run.aenter(i, tool_call_id, name, given(kwargs), principal))
                 return fn
 
             body = make()
@@ -192,7 +200,7 @@ class LangGraphExecutor(FrameworkExecutor):
             warnings.simplefilter("ignore")
             agent = create_react_agent(model, tools=node)
         try:
-            out = _quietly(agent.ainvoke({"messages": [("user", "go")]}, config))
+            out = _quietly(run, agent.ainvoke({"messages": [("user", "go")]}, config))
             self._read(run, out["messages"])
             last = out["messages"][-1]
             run.final = last.content if isinstance(last.content, str) else json.dumps(last.content)
@@ -216,7 +224,7 @@ class LangGraphExecutor(FrameworkExecutor):
         g.add_edge("tools", END)
         app = g.compile()
         try:
-            out = _quietly(app.ainvoke({"messages": [message]}, config))
+            out = _quietly(run, app.ainvoke({"messages": [message]}, config))
         except ToolFailed:
             return self._failed(run)
         self._read(run, out["messages"])
@@ -229,11 +237,11 @@ class LangGraphExecutor(FrameworkExecutor):
         return run.outcome("FAILED", "TERMINAL_ERROR", (at, run.failed_at[at]) if at is not None else None)
 
 
-def _quietly(coro: Any) -> Any:
+def _quietly(run: Run, coro: Any) -> Any:
     """Run the graph; pydantic warns that the ABSENT default of an optional property is not serializable."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return asyncio.run(coro)
+        return run.run_async(coro)
 
 
 _RUNNING: ContextVar[Any] = ContextVar("loopspec_langgraph_tool_call", default=None)

@@ -11,6 +11,9 @@
   function call of a turn at once by default; the adapter runs them one at a time with its documented
   setting ``RunConfig(tool_execution=ToolExecutionConfig(max_function_tool_concurrency=1))``, as the
   spec's loop does (and as the pydantic-ai adapter does), so that a failure stops the turn.
+  ``openai-agents[concurrency=unbounded]`` is the SDK's default: the adapter announces ``concurrency``,
+  the bodies await the answers the harness holds and the harness picks the completion order (protocol
+  v1.1, batch steps; every call of a response may overlap: the SDK reads no MCP hints, R30 unfuzzed).
 * Budgets: ``maxRounds`` → ``Runner.run(max_turns=...)``. The SDK has no execution, per-tool or
   request budget and does not retry a failed tool, so the fuzzer leaves those off.
 * Mode: ``continue`` passes a ``failure_error_function`` (an error result the model sees; the adapter
@@ -29,7 +32,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import warnings
@@ -80,6 +82,9 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
         set_tracing_disabled(True)  # in this process only: the environment is left as it was
         self.version = version("openai-agents")
 
+    def concurrent(self) -> bool:
+        return self.setting("concurrency") == "unbounded"
+
     def unrepresentable(self, call: Json) -> str | None:
         why = super().unrepresentable(call)
         if why is None and "id" not in call:
@@ -129,7 +134,10 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
             run.dropped.update(i for i in run.round_positions() if i not in run.answers)
 
         def stopped_at(position: int) -> int:
-            """The run raised at this position of the turn: earlier calls without an output were dropped."""
+            """The run raised at this position of the turn: earlier calls without an output were dropped
+            (run one at a time; run concurrently they were started, and their outputs are lost)."""
+            if run.held is not None:
+                return position
             run.dropped.update(i for i in run.round_positions() if i < position and i not in run.answers)
             return position
 
@@ -204,7 +212,7 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # pydantic: the ABSENT default is not JSON serializable
-                result = asyncio.run(Runner.run(agent, "go", context=run.principal, hooks=Started(), run_config=config,
+                result = run.run_async(Runner.run(agent, "go", context=run.principal, hooks=Started(), run_config=config,
                                                 max_turns=max_turns if max_turns is not None else 10**6))
             read_turn(result)  # tool_use_behavior = stop_on_first_tool: the last turn's outputs end the run
             final = result.final_output
@@ -217,7 +225,8 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
             return run.outcome("FAILED", "MODEL_ERROR")
         except ModelBehaviorError as exc:
             read_run_data(exc)
-            failed = [i for i in run.failed_at if i >= run.offsets[run.current]] if run.current >= 0 else []
+            # the lowest failing request (in time order only when the calls run one at a time)
+            failed = sorted(i for i in run.failed_at if i >= run.offsets[run.current]) if run.current >= 0 else []
             text = str(exc)
             code = next((c for k, c in _REFUSALS if k in text), None)
             if failed:
@@ -244,7 +253,7 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
         async def body(ctx: Any, **kwargs: Any) -> str:
             i = _open_index(run, ctx.tool_call_id, executing=True)
             try:
-                out = run.enter(i, ctx.tool_call_id, name, given(kwargs), ctx.context)
+                out = await run.aenter(i, ctx.tool_call_id, name, given(kwargs), ctx.context)
             except ToolFailed:
                 raise
             return json.dumps(out)

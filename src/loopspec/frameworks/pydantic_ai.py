@@ -19,8 +19,12 @@
   request a validation failure ends the run at is the first call of the response that pydantic-ai did
   not report valid, observed with an ``after_tool_validate`` hook (``capabilities=[Hooks(...)]``, which
   returns the arguments unchanged; validation runs in response order and stops at the first failure).
-* Tool calls run with ``ToolManager.parallel_execution_mode('sequential')``, so executions start in
-  request order (parallel execution is not judged).
+* Tool calls run with ``ToolManager.parallel_execution_mode('sequential')`` by default, so executions
+  start in request order. ``pydantic-ai[parallel=parallel]`` (pydantic-ai's own default) or
+  ``parallel_ordered_events`` runs them concurrently: the adapter announces ``concurrency``, the tool
+  bodies are coroutines awaiting the answers the harness holds, and the harness picks the completion
+  order (protocol v1.1, batch steps). pydantic-ai has no bound on the overlap and reads no MCP hints,
+  so a concurrent step lets every call of the response overlap (R29, R30 are not fuzzed).
 * Answers are read from the ``ToolReturnPart``s pydantic-ai sends to the model next: outcome
   ``success`` → ok with the content; ``retried`` → ``UNKNOWN_TOOL`` when the part names a tool that is
   not registered, else ``INVALID_ARGUMENT``; ``failed`` → the category the harness's tool failed with.
@@ -28,7 +32,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import warnings
@@ -74,6 +77,9 @@ class PydanticAIExecutor(FrameworkExecutor):
         from importlib.metadata import version
 
         self.version = version("pydantic-ai-slim")
+
+    def concurrent(self) -> bool:
+        return self.setting("parallel") != "sequential"
 
     def unrepresentable(self, call: Json) -> str | None:
         return super().unrepresentable(call)  # ToolCallPart: str name, str id (generated when missing)
@@ -159,7 +165,8 @@ class PydanticAIExecutor(FrameworkExecutor):
         warnings.filterwarnings("ignore", message="Default value ABSENT")
         retries = 1 if self.setting("retries") == "1" else 0 if abort else _BIG
         for name, schema in run.tools.items():
-            tools.append(Tool(self._body(run, name, schema, index_of, abort, PaiToolFailed, RunContext),
+            tools.append(Tool(self._body(run, name, schema, index_of, abort, PaiToolFailed, RunContext,
+                                         run.held is not None),
                               name=name, takes_ctx=True, max_retries=retries))
         agent = Agent(FunctionModel(model), deps_type=str, tools=tools,
                       retries={"tools": retries, "output": _BIG}, end_strategy=self.setting("end_strategy"),
@@ -170,7 +177,7 @@ class PydanticAIExecutor(FrameworkExecutor):
             warnings.simplefilter("ignore")
             try:
                 with ToolManager.parallel_execution_mode(self.setting("parallel")):
-                    result = asyncio.run(agent.run("go", deps=run.principal, usage_limits=usage))
+                    result = run.run_async(agent.run("go", deps=run.principal, usage_limits=usage))
                 run.final = result.output if isinstance(result.output, str) else json.dumps(result.output)
                 return run.outcome("COMPLETED", "FINAL_ANSWER")
             except (ModelFailure, _Refused):
@@ -196,6 +203,9 @@ class PydanticAIExecutor(FrameworkExecutor):
             except ToolFailed:
                 self._late_answers(messages, read_answers, ModelRequest)
                 at = self._first_open(run, "")
+                failed = sorted(i for i in run.failed_at if run.current >= 0 and i >= run.offsets[run.current])
+                if run.held is not None and failed:  # run concurrently: the lowest failing request (R34)
+                    at = (failed[0], "")
                 code = run.failed_at.get(at[0], "INTERNAL_ERROR") if at is not None else "INTERNAL_ERROR"
                 return run.outcome("FAILED", "TERMINAL_ERROR", (at[0], code) if at is not None else None)
 
@@ -219,7 +229,7 @@ class PydanticAIExecutor(FrameworkExecutor):
 
     @staticmethod
     def _body(run: Run, name: str, schema: Json, index_of: Any, abort: bool, pai_failed: type,
-              ctx_type: Any) -> Any:
+              ctx_type: Any, held: bool = False) -> Any:
         import inspect
 
         def body(ctx: Any, **kwargs: Any) -> Any:
@@ -231,6 +241,18 @@ class PydanticAIExecutor(FrameworkExecutor):
                     raise  # a plain exception: pydantic-ai ends the run
                 # a failed tool result the model sees, with the text the application chose: the code's safe message
                 raise pai_failed(CODE_TABLE[exc.category][3]) from None
+
+        async def abody(ctx: Any, **kwargs: Any) -> Any:  # a concurrent step: awaits the held answer
+            call_id = ctx.tool_call_id
+            try:
+                return await run.aenter(index_of(call_id, name), call_id, name, given(kwargs), ctx.deps)
+            except ToolFailed as exc:
+                if abort:
+                    raise
+                raise pai_failed(CODE_TABLE[exc.category][3]) from None
+
+        if held:
+            body = abody  # type: ignore[assignment]
 
         first = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ctx_type[str])]
         sig, ann = python_signature(schema, first)

@@ -44,6 +44,7 @@ from ._wire import WireError, decode_line
 __all__ = [
     "PROTOCOL_VERSION",
     "Executor",
+    "HeldAnswers",
     "Impl",
     "ImplFactory",
     "ModelFailure",
@@ -88,6 +89,9 @@ class Executor:
 
     name = "python-executor"
     version = "0"
+    #: the executor runs concurrent steps in process: its tool bodies are coroutines awaiting
+    #: ``execute.held.execute(...)`` (:class:`HeldAnswers`), and it announces ``concurrency``
+    holds_answers = False
 
     def batch_run(self, params: dict[str, Json], execute: ExecuteFn) -> dict[str, Json]:
         raise NotImplementedError
@@ -121,6 +125,8 @@ def _params(params: Json) -> dict[str, Json]:
 def _execute_via(call: Callable[[str, Json], Json]) -> ExecuteFn:
     from .._engine import ToolFailure
 
+    held = getattr(call, "held", None)
+
     def execute(call_id: str, name: str, arguments: dict[str, Json], principal: str) -> Json:
         try:
             res = call("tool.execute", {"callId": call_id, "name": name, "arguments": arguments,
@@ -132,7 +138,128 @@ def _execute_via(call: Callable[[str, Json], Json]) -> ExecuteFn:
             raise ToolFailure("INTERNAL_ERROR")
         return res["output"]
 
+    execute.held = held  # type: ignore[attr-defined]  # a concurrent step's HeldAnswers (or None)
     return execute
+
+
+class HeldAnswers:
+    """Protocol v1.1 for an in-process target (PROTOCOL.md section 7, section 6): async tool bodies
+    await answers the harness holds and releases in the order its schedule picks.
+
+    ``await held.execute(call_id, name, arguments, principal)`` sends the ``tool.execute`` at once (the
+    start of the execution, C2) and awaits its release; a body cancelled while it waits sends
+    ``$/cancelRequest`` (C5). :meth:`drive` runs the target's coroutine with a watcher that says
+    ``tool.waiting`` (C3) when the event loop is idle — no callback ready, so every task is blocked —
+    while answers are held: the framework has started everything it will start before a result
+    lands. Only what the framework runs as tasks on this event loop is seen (work in another thread
+    is not), which is why the framework adapters make their tool bodies coroutines."""
+
+    #: consecutive idle passes of the event loop before ``tool.waiting`` (a task woken by a callback
+    #: scheduled in the same pass is seen at the next one)
+    QUIET: Final = 3
+    #: passes when the loop gives no view of its ready queue (not the default asyncio loop)
+    BLIND: Final = 64
+
+    def __init__(self, request: Callable[..., Json], notify: Callable[[str, Json], None]) -> None:
+        self._request = request
+        self._notify = notify
+        self._next = 0
+        self._pending: list[Any] = []  # the futures of held answers
+        self._wake: Any = None
+        self.failure: BaseException | None = None
+
+    async def execute(self, call_id: str, name: str, arguments: dict[str, Json], principal: str) -> Json:
+        import asyncio
+
+        from .._engine import ToolFailure
+        from ._rpc import HOLD
+
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        answered: list[bool] = []
+
+        def reply(result: Json = None, error: RpcError | None = None) -> None:
+            answered.append(True)
+            if not fut.done():
+                with contextlib.suppress(RuntimeError):  # the run is over and its loop closed
+                    fut.set_result((_roundtrip(result, "the result of tool.execute"), error))
+
+        self._next += 1
+        rid = self._next
+        params = _roundtrip({"callId": call_id, "name": name, "arguments": arguments,
+                             "context": {"principal": principal}}, "the params of tool.execute")
+        if self.failure is not None:
+            raise ToolFailure("INTERNAL_ERROR")
+        try:
+            got = self._request(rid, "tool.execute", params, reply)
+        except RpcError as err:
+            got, fut = None, None
+            result, error = None, err
+        if fut is not None:
+            if got is not HOLD:
+                result, error = _roundtrip(got, "the result of tool.execute"), None
+            else:
+                self._pending.append(fut)
+                if self._wake is not None:
+                    self._wake.set()
+                try:
+                    result, error = await fut
+                except asyncio.CancelledError:  # (cancelling the task cancelled ``fut`` too)
+                    if not answered:
+                        self._notify("$/cancelRequest", {"id": rid})
+                    raise
+        if error is not None:
+            cat = error.data.get("category") if isinstance(error.data, dict) else None
+            raise ToolFailure(cat if cat in core.FAILURE_CATEGORIES else "INTERNAL_ERROR")
+        if not isinstance(result, dict) or "output" not in result:
+            raise ToolFailure("INTERNAL_ERROR")
+        return result["output"]
+
+    async def drive(self, coro: Any) -> Any:
+        """Run ``coro`` (the framework's run) with the watcher beside it."""
+        import asyncio
+
+        self._wake = asyncio.Event()
+        watcher = asyncio.ensure_future(self._watch())
+        try:
+            return await coro
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+
+    async def _watch(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        quiet = 0
+        while True:
+            self._pending = [f for f in self._pending if not f.done()]
+            if not self._pending:
+                self._wake.clear()
+                await self._wake.wait()
+                quiet = 0
+                continue
+            await asyncio.sleep(0)
+            ready = getattr(loop, "_ready", None)  # asyncio's ready queue (BaseEventLoop)
+            if ready is None:
+                quiet += 1
+                enough = self.BLIND
+            else:
+                quiet = quiet + 1 if not ready else 0
+                enough = self.QUIET
+            if quiet < enough:
+                continue
+            quiet = 0
+            try:
+                self._notify("tool.waiting", {})
+            except BaseException as exc:  # P4 past the notification limit: stop the run's tools
+                self.failure = exc
+                for f in self._pending:
+                    if not f.done():
+                        f.set_result((None, RpcError(INTERNAL, "the harness stopped this run")))
+                return
 
 
 def _model_via(call: Callable[[str, Json], Json]) -> ModelFn:
@@ -284,6 +411,9 @@ class InProcessImpl(Impl):
         def back(m: str, p: Json) -> Json:
             return _roundtrip(handler(m, _roundtrip(p, f"the params of {m}")), f"the result of {m}")
 
+        if hasattr(handler, "request") and holds_answers(self.target):  # a concurrent step (v1.1)
+            back.held = HeldAnswers(handler.request, handler.notification)  # type: ignore[attr-defined]
+
         try:
             result = self.target.handle(method, _roundtrip(params, "params"), back)
         except (RpcError, ProtocolFailure):
@@ -295,6 +425,12 @@ class InProcessImpl(Impl):
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.target.handle("shutdown", None, lambda m, p: None)
+
+
+def holds_answers(target: Any) -> bool:
+    """Does this in-process target (class or object) await held answers (:class:`HeldAnswers`), so it
+    can run concurrent steps? An :class:`Executor` says so with ``holds_answers = True``."""
+    return getattr(target, "holds_answers", False) is True
 
 
 class StderrLog:

@@ -40,7 +40,7 @@ from typing import Any
 from .._judge import judge
 from .._spec import default_spec_path, load_rules, load_spec, spec_chosen, using_spec
 from .._text import printable_lines, write_atomic
-from ._adapter import Impl, ImplFactory, Target
+from ._adapter import Impl, ImplFactory, Target, holds_answers
 from ._coverage import Coverage
 from ._exercised import exercised
 from ._generate import Ahead, Generator, matches
@@ -518,7 +518,8 @@ class Campaign:
                                  max_calls=max_calls, isolation=isolation, shrink_seconds=shrink_seconds,
                                  time_budget=time_budget, profile=profile, confirm=confirm,
                                  spec=str(default_spec_path()) if spec_chosen() else None,
-                                 concurrency=mode == "batch" and profile is None and factory.argv is not None
+                                 concurrency=mode == "batch" and profile is None
+                                 and (factory.argv is not None or holds_answers(factory.target))
                                  and announces_concurrency(factory.info))
         self.seed = self.settings.seed
         self.mode = mode

@@ -36,7 +36,7 @@ from typing import Any
 
 from .. import _core as core
 from .._judge import CANARY_PREFIX, TRACE_FORMAT
-from ._adapter import Impl, InProcessImpl
+from ._adapter import Impl, InProcessImpl, holds_answers
 from ._rpc import (
     HOLD,
     MAX_UNSOLICITED,
@@ -355,10 +355,11 @@ def run_batch_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
     trace: dict[str, Json] = {"format": TRACE_FORMAT, "kind": "batch", "config": dict(step["config"]),
                               "calls": step["calls"]}
     info = getattr(impl, "info", None)
-    if is_concurrent(step) and isinstance(impl, InProcessImpl):  # execute() answers at once (v1 only)
+    if is_concurrent(step) and isinstance(impl, InProcessImpl) and not holds_answers(impl.target):
+        # execute() answers at once (v1 only); an executor with held answers (HeldAnswers) is v1.1
         trace["events"] = [ProtocolFailure("P6", "capability", "this step runs concurrently (protocol v1.1), which "
-                                           "needs an implementation process; an in-process one answers each "
-                                           "execute() at once").to_event()]
+                                           "needs an implementation process or an in-process executor with "
+                                           "held answers; this one answers each execute() at once").to_event()]
         return trace
     if is_concurrent(step) and info and not _announces_concurrency(info):
         # a concurrent step (a replayed case, say) for an implementation of protocol v1: it would wait
