@@ -43,8 +43,9 @@ def ensure_venv() -> None:
         run([sys.executable, "-m", "venv", str(VENV)])
     say("installing loopspec and its test dependencies into .venv (first run only)")
     run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--upgrade", "pip"])
-    # the test job also fuzzes the real agent frameworks (optional extras; about 30 s to install)
-    run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", f"{ROOT}[test,frameworks]",
+    # the test job also fuzzes the real agent frameworks (optional extras; about 30 s to install) and tests the
+    # PostgreSQL operation ledger (psycopg binary wheels, a few seconds)
+    run([str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", f"{ROOT}[test,frameworks,postgres]",
          "-c", str(ROOT / ".ci" / "frameworks-constraints.txt")])
     STAMP.write_text(want)
 

@@ -238,9 +238,14 @@ class SQLiteOperationLedger:
 
 
 def open_operation_ledger(ledger: OperationLedger | str | Path | None) -> OperationLedger:
-    """A ledger from what a caller gave: a path means SQLite, ``None`` an in-memory one."""
+    """A ledger from what a caller gave: a ``postgresql://`` / ``postgres://`` URL means PostgreSQL (the extra
+    ``postgres``), another path SQLite, ``None`` an in-memory one."""
     if ledger is None:
         return MemoryOperationLedger()
+    if isinstance(ledger, str) and ledger.startswith(("postgresql://", "postgres://")):
+        from ._oplog_pg import PostgresOperationLedger
+
+        return PostgresOperationLedger(ledger)
     if isinstance(ledger, str | Path):
         return SQLiteOperationLedger(ledger)
     return ledger
