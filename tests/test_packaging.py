@@ -24,7 +24,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 #: import name -> distribution, for every third-party module src/ may import
 DISTRIBUTIONS = {
     "transitions": "transitions", "hypothesis": "hypothesis", "graphviz": "graphviz",
-    "pytest": "pytest", "orjson": "orjson", "dask": "dask", "distributed": "dask",
+    "pytest": "pytest", "orjson": "orjson", "dask": "dask", "distributed": "dask", "psycopg": "psycopg",
     "pydantic_ai": "pydantic-ai-slim", "agents": "openai-agents", "openai": "openai-agents",
     "langgraph": "langgraph", "langchain_core": "langgraph",
     "smolagents": "smolagents", "llama_index": "llama-index-core",

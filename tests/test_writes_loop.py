@@ -169,3 +169,18 @@ def test_R40_R46_a_run_loop_killed_at_each_crash_point_and_resumed_applies_each_
     ops = SQLiteOperationLedger(tmp_path / "ops.sqlite")
     assert {r.state for r in ops.operations()} == {"confirmed"}
     ops.close()
+
+
+def test_a_write_is_refused_where_it_would_run_without_its_ledger() -> None:
+    import asyncio
+
+    from loopspec import arun_batch, arun_loop, run_batch
+
+    tool = World().tool()
+    calls = [{"id": "c1", "name": "create_order", "arguments": {"order_ref": "A", "amount": 1}}]
+    with pytest.raises(EngineError, match="only in run_loop"):
+        run_batch(calls, tools=[tool], budget=2)
+    with pytest.raises(EngineError, match="only in run_loop"):
+        asyncio.run(arun_loop(scripted(), tools=[tool]))
+    with pytest.raises(EngineError, match="only in run_loop"):
+        asyncio.run(arun_batch(calls, tools=[tool], budget=2))

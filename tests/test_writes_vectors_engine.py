@@ -165,3 +165,85 @@ def test_R45_a_run_is_charged_its_own_dispatch_marks_only(kind: str, tmp_path: P
     assert b.call(2, "c3", "put", {"ref": "z"})["code"] == "BUDGET_EXHAUSTED"
     assert (ledger.dispatches("run-A"), ledger.dispatches("run-B"), sends) == (1, 2, ["x", "x", "y"])
     ledger.close()
+
+
+def _two_workers(tmp_path: Path, wait: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """Two runs of one principal, each with its own connection to one SQLite operation ledger, request the
+    same key at the same time; the external system's send is slow."""
+    import threading
+    import time
+
+    from loopspec._oplog import SQLiteOperationLedger
+
+    sends: list[str] = []
+    gate = threading.Barrier(2)
+
+    def send(arguments: Mapping[str, Any], key: str) -> Any:
+        sends.append(key)
+        time.sleep(0.3)
+        return {"ref": arguments["ref"], "n": len(sends)}
+
+    h = WriteHandler(w.WriteTool("put", ("ref",), reconcile="lookup"), send, lambda k, a: (False, None), SCHEMA)
+    answers: list[dict[str, Any]] = [{}, {}]
+
+    def worker(i: int) -> None:
+        led = SQLiteOperationLedger(tmp_path / "ops.sqlite")
+        ex = WriteExecutor(led, {"put": h}, "p", f"run-{i}", wait=wait)
+        gate.wait()
+        if i == 1:
+            time.sleep(0.05)  # the other worker's write is in flight
+        answers[i] = ex.call(0, f"c{i}", "put", {"ref": "x"})
+        led.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers, sends
+
+
+def test_R44_two_workers_on_one_ledger_the_second_waits_for_the_write_in_flight(tmp_path: Path) -> None:
+    answers, sends = _two_workers(tmp_path, wait=5.0)
+    assert len(sends) == 1, "one send for the key, never a second one by the other worker"
+    assert answers[0]["status"] == answers[1]["status"] == "ok" and answers[0]["output"] == answers[1]["output"]
+
+
+def test_R44_two_workers_on_one_ledger_a_wait_that_ends_is_OUTCOME_UNKNOWN_not_an_error(tmp_path: Path) -> None:
+    answers, sends = _two_workers(tmp_path, wait=0.05)
+    assert len(sends) == 1 and answers[0]["status"] == "ok"
+    assert answers[1] == {"id": "c1", "status": "error", "code": "OUTCOME_UNKNOWN"}
+
+
+def test_R44_simultaneous_intents_for_one_key_give_one_send_and_no_error() -> None:
+    """The race on the first transition itself: both read `absent`, one intent is recorded, the other
+    worker's transaction fails the machine's check, reads again and waits (never an OpError)."""
+    import contextlib
+    import threading
+
+    ledger = MemoryOperationLedger()
+    sends: list[str] = []
+    h = WriteHandler(w.WriteTool("put", ("ref",), reconcile="lookup"),
+                     lambda a, k: sends.append(k) or {"ref": a["ref"]}, lambda k, a: (False, None), SCHEMA)
+    real_get = ledger.get
+    gate = threading.Barrier(2)
+
+    def get(key: str) -> Any:  # both workers read before either records
+        rec = real_get(key)
+        if rec is None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                gate.wait(timeout=1)
+        return rec
+
+    ledger.get = get  # type: ignore[method-assign]
+    out: list[dict[str, Any]] = [{}, {}]
+
+    def worker(i: int) -> None:
+        out[i] = WriteExecutor(ledger, {"put": h}, "p", f"run-{i}").call(0, f"c{i}", "put", {"ref": "x"})
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(sends) == 1 and out[0]["status"] == out[1]["status"] == "ok"

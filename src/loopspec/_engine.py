@@ -916,6 +916,15 @@ def _tool_map(tools: Sequence[Tool] | Mapping[str, Tool], *, allow_async: bool =
     return out
 
 
+def _no_writes(tm: Mapping[str, Tool]) -> None:
+    """Section 6 runs only in :func:`run_loop`: a write declared to another entry point would run without its
+    operation ledger, so it is refused rather than run unprotected."""
+    writes = sorted(n for n, t in tm.items() if t.write is not None)
+    if writes:
+        raise EngineError(f"write tools ({', '.join(writes)}) go through the operation ledger only in run_loop; "
+                          "run_batch, arun_loop and arun_batch do not support them yet")
+
+
 def default_concurrency(spec: Spec | None = None) -> tuple[int, str]:
     """``[defaults.concurrency]`` of loop.toml: (max_concurrency, overlap policy)."""
     c = (spec or load_spec()).concurrency
@@ -964,6 +973,7 @@ def run_batch(
     """
     spec = spec or load_spec()
     tm = _tool_map(tools)
+    _no_writes(tm)
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
         raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
     mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
@@ -1307,6 +1317,7 @@ async def arun_batch(
     """:func:`run_batch` with async tools (coroutine functions; plain ones run in worker threads)."""
     spec = spec or load_spec()
     tm = _tool_map(tools, allow_async=True)
+    _no_writes(tm)
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
         raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
     mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
@@ -1349,6 +1360,7 @@ async def arun_loop(
     :class:`asyncio.TaskGroup` (with ``max_concurrency`` > 1, section 5 of SPEC.md)."""
     spec = spec or load_spec()
     tm = _tool_map(tools, allow_async=True)
+    _no_writes(tm)
     config, pol = _loop_config(spec, tm, limits, mode, on_limit, principal, run_id, max_concurrency, overlap)
     run = _ARun(
         spec, config, tm, model, clock=clock, authorize=authorize,

@@ -238,9 +238,14 @@ class SQLiteOperationLedger:
 
 
 def open_operation_ledger(ledger: OperationLedger | str | Path | None) -> OperationLedger:
-    """A ledger from what a caller gave: a path means SQLite, ``None`` an in-memory one."""
+    """A ledger from what a caller gave: a ``postgresql://`` / ``postgres://`` URL means PostgreSQL (the extra
+    ``postgres``), another path SQLite, ``None`` an in-memory one."""
     if ledger is None:
         return MemoryOperationLedger()
+    if isinstance(ledger, str) and ledger.startswith(("postgresql://", "postgres://")):
+        from ._oplog_pg import PostgresOperationLedger
+
+        return PostgresOperationLedger(ledger)
     if isinstance(ledger, str | Path):
         return SQLiteOperationLedger(ledger)
     return ledger
@@ -284,6 +289,9 @@ class WriteExecutor:
     budget: int = 16
     policy: w.Policy = w.CORRECT
     crash_hook: Callable[[str], None] = _default_crash
+    #: seconds a request waits for another run's write of the same key in flight (R44) before it is
+    #: answered OUTCOME_UNKNOWN
+    wait: float = 5.0
     _args: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -323,10 +331,32 @@ class WriteExecutor:
         return answer
 
     def _decide(self, h: WriteHandler, key: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        for _ in range(3):  # at most: reconcile, then a new attempt
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                return self._decide_once(h, key, call_id, arguments, deadline)
+            except w.OpError:
+                # another worker on the same ledger changed the key between our read and our transaction:
+                # read again (R44: its write is in flight, or done)
+                if time.monotonic() > deadline:
+                    return {"status": "error", "code": w.OUTCOME_UNKNOWN}
+
+    def _decide_once(self, h: WriteHandler, key: str, call_id: str, arguments: Mapping[str, Any],
+                     deadline: float) -> dict[str, Any]:
+        for _ in range(4):  # at most: wait for another run, reconcile, then a new attempt
             rec = self.ledger.get(key)
             state = rec.state if rec else "absent"
-            action = w.on_request(state, h.tool.reconcile, self.policy)
+            action = w.on_request(state, h.tool.reconcile, self.policy,
+                                  other_run=rec is not None and rec.run_id != self.run_id)
+            if action == "wait_in_flight":
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
+                    now = self.ledger.get(key)
+                    if now is None or now.state not in ("intent", "dispatched") or now.run_id == self.run_id:
+                        break
+                else:  # still in flight: its outcome is not known to this run, nothing is sent or recorded
+                    return {"status": "error", "code": w.OUTCOME_UNKNOWN}
+                continue
             if action == "replay":
                 assert rec is not None
                 self.ledger.transition(key, "replay", run_id=self.run_id)
@@ -352,7 +382,7 @@ class WriteExecutor:
                     "arguments": digest(dict(arguments)) or ""})
                 self.crash_hook("after-intent")
             return self._dispatch(h, key, arguments)
-        raise AssertionError("a request decided more than three times")  # pragma: no cover
+        raise w.OpError("a request decided more than three times")  # another worker keeps changing the key
 
     def _dispatch(self, h: WriteHandler, key: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         if not self.policy.record_after_dispatch:

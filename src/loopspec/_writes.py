@@ -131,7 +131,7 @@ def idempotency_key(tool: WriteTool, arguments: Mapping[str, Any], principal: st
 # Decisions. Each returns what to do next, as data; the engine and the model checker carry it out.
 # --------------------------------------------------------------------------------------------
 
-RequestAction = Literal["replay", "reconcile", "answer_unknown", "dispatch", "resume_intent"]
+RequestAction = Literal["replay", "reconcile", "answer_unknown", "dispatch", "resume_intent", "wait_in_flight"]
 Response = Literal["applied", "rejected", "lost"]
 Lookup = Literal["applied", "not_applied", "unavailable"]
 
@@ -156,8 +156,12 @@ VARIANTS: Final[Mapping[str, Policy]] = {
 }
 
 
-def on_request(state: str, reconcile: str, policy: Policy = CORRECT) -> RequestAction:
-    """What a request for a key does, given its operation's state (R43, R44, R46)."""
+def on_request(state: str, reconcile: str, policy: Policy = CORRECT, *, other_run: bool = False) -> RequestAction:
+    """What a request for a key does, given its operation's state (R43, R44, R46). ``other_run``: the operation
+    was last recorded by another run (another worker on the same ledger): in ``intent`` or ``dispatched`` it
+    is that run's write in flight, which this request waits for and never reconciles or sends (R44)."""
+    if other_run and state in ("intent", "dispatched") and not policy.retry_without_lookup:
+        return "wait_in_flight"
     if state == "confirmed":
         return "replay"  # W09: answered from the ledger, nothing sent
     if state in ("unknown", "dispatched"):

@@ -1,0 +1,173 @@
+"""The PostgreSQL operation ledger (SPEC.md section 6, the extra `postgres`) against a real server: a
+throw-away cluster started with Debian's `initdb` / `pg_ctl` in a temporary directory (as the `postgres`
+user when the tests run as root). Skipped, with the reason, when psycopg or the server binaries are missing."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopspec import _writes as w
+from loopspec._oplog import CRASH_ENV, WriteExecutor, WriteHandler, open_operation_ledger
+from loopspec._writes_spec import load_write_spec
+
+from .writes.merchant import Remote
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install 'loopspec[postgres]')")
+
+CHILD = Path(__file__).resolve().parent / "writes" / "loop_child.py"
+POINTS = [c.id for c in load_write_spec().crash_points]
+SCHEMA = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}
+
+
+def _binary(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    hits = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return hits[-1] if hits else None
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """A PostgreSQL cluster of its own on a Unix socket; yields a conninfo template (``{db}`` to fill)."""
+    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: apt-get install postgresql")
+    as_user: list[str] = []
+    root = tempfile.mkdtemp(prefix="lspg")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # initdb refuses to run as root
+        try:
+            shutil.chown(root, "postgres", "postgres")
+        except (LookupError, OSError):
+            pytest.skip("running as root and there is no `postgres` user to run the server as")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, sock = os.path.join(root, "data"), root
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    try:
+        subprocess.run([*as_user, initdb, "-D", data, "-U", "postgres", "-A", "trust", "--no-sync"],
+                       check=True, capture_output=True, timeout=120)
+        subprocess.run([*as_user, pg_ctl, "-D", data, "-l", os.path.join(root, "log"), "-w", "-t", "60", "-o",
+                        f"-k {sock} -p {port} -c listen_addresses='' -c fsync=off", "start"],
+                       check=True, capture_output=True, timeout=120)
+    except (subprocess.SubprocessError, OSError) as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"could not start a PostgreSQL server: {exc}")
+    try:
+        yield f"postgresql://postgres@/{{db}}?host={sock}&port={port}"
+    finally:
+        subprocess.run([*as_user, pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+_n = iter(range(10**6))
+
+
+@pytest.fixture
+def url(server: str) -> str:
+    """A fresh database of the test's own."""
+    db = f"t{os.getpid()}_{next(_n)}"
+    with psycopg.connect(server.format(db="postgres"), autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {db}")
+    return server.format(db=db)
+
+
+def test_R40_transitions_follow_the_machine_and_survive_the_connection(url: str) -> None:
+    led = open_operation_ledger(url)
+    intent = {"tool": "put", "principal": "p", "call_id": "c1", "arguments": "d"}
+    led.transition("k", "record_intent", run_id="r", intent=intent)
+    with pytest.raises(w.OpError):
+        led.transition("k", "confirm", run_id="r")  # intent -> confirm is not a transition: rolled back
+    led.transition("k", "mark_dispatched", run_id="r")
+    led.record_answer("r", 0, "c1", {"id": "c1", "status": "ok"})
+    led.record_answer("r", 0, "c1", {"id": "c1", "status": "other"})  # recorded once
+    led.close()
+    again = open_operation_ledger(url)
+    assert again.get("k").state == "dispatched" and again.dispatches("r") == 1  # type: ignore[union-attr]
+    assert again.answer("r", 0) == {"id": "c1", "status": "ok"}
+    assert [t[1] for t in again.transitions("k")] == ["record_intent", "mark_dispatched"]  # type: ignore[attr-defined]
+    again.close()
+
+
+def test_R42_R43_a_lost_answer_is_reconciled_by_lookup_never_resent(url: str) -> None:
+    applied: dict[str, Any] = {}
+    sends: list[str] = []
+
+    def send(arguments: Mapping[str, Any], key: str) -> Any:
+        sends.append(key)
+        applied[key] = {"ref": arguments["ref"]}
+        if len(sends) == 1:
+            raise TimeoutError
+        return applied[key]
+
+    def lookup(key: str, arguments: Mapping[str, Any]) -> tuple[bool, Any]:
+        return key in applied, applied.get(key)
+
+    h = WriteHandler(w.WriteTool("put", ("ref",), reconcile="lookup"), send, lookup, SCHEMA)
+    led = open_operation_ledger(url)
+    ex = WriteExecutor(led, {"put": h}, "p", "r")
+    assert ex.call(0, "c1", "put", {"ref": "x"})["code"] == "OUTCOME_UNKNOWN"
+    assert ex.call(1, "c2", "put", {"ref": "x"}) == {"id": "c2", "status": "ok", "output": {"ref": "x"}}
+    assert len(sends) == 1 and ex.finish()["status"] == "COMPLETED"
+    led.close()
+
+
+def test_R44_two_workers_on_one_postgres_ledger_send_a_key_once(url: str) -> None:
+    sends: list[str] = []
+    gate = threading.Barrier(2)
+
+    def send(arguments: Mapping[str, Any], key: str) -> Any:
+        sends.append(key)
+        time.sleep(0.3)
+        return {"ref": arguments["ref"]}
+
+    h = WriteHandler(w.WriteTool("put", ("ref",), reconcile="lookup"), send, lambda k, a: (False, None), SCHEMA)
+    out: list[dict[str, Any]] = [{}, {}]
+
+    def worker(i: int) -> None:
+        led = open_operation_ledger(url)
+        gate.wait()
+        out[i] = WriteExecutor(led, {"put": h}, "p", f"run-{i}").call(0, f"c{i}", "put", {"ref": "x"})
+        led.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(sends) == 1 and out[0]["status"] == out[1]["status"] == "ok"
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_R40_R46_a_run_loop_on_postgres_killed_at_each_crash_point_and_resumed(
+        url: str, tmp_path: Path, point: str) -> None:
+    def child(how: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(CHILD), url, str(tmp_path / "remote.sqlite"), "record", how],
+                              env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+
+    killed = child("run", {CRASH_ENV: point})
+    assert killed.returncode == -9, (killed.returncode, killed.stderr)
+    done = child("resume", {})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert Remote(tmp_path / "remote.sqlite", "record").effects() == {"A-1": 1, "B-2": 1}
+    assert out["status"] == "COMPLETED" and out["unreconciled"] == []
+    assert [r["status"] for r in out["results"]] == ["ok", "ok", "ok"]
+    led = open_operation_ledger(url)
+    assert {r.state for r in led.operations()} == {"confirmed"}
+    led.close()
