@@ -96,9 +96,9 @@ def test_non_terminal_trap_state_is_rejected() -> None:
 
 
 def test_unguarded_fallback_must_come_last() -> None:
-    # remove T27's position guarantee by giving T26 no guard: T27 can then never fire
+    # give T26 no guard: the transitions after it in its group (T34, section 6, then T27) can never fire
     text = mutate('when = ["escalates_limit"]\n', "")
-    with pytest.raises(SpecError, match=r"transition T26: when: unguarded fallback must be the last .* T27 can never fire"):
+    with pytest.raises(SpecError, match=r"transition T26: when: unguarded fallback must be the last .* T34 can never fire"):
         parse_spec(text)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from loopspec import (
+    Ledger,
     MemoryOperationLedger,
     SQLiteOperationLedger,
     Tool,
@@ -26,6 +27,8 @@ from loopspec import (
 from loopspec._engine import EngineError
 from loopspec._oplog import CRASH_ENV
 from loopspec._writes_spec import load_write_spec
+from loopspec.oracle import read_text_input
+from loopspec.oracle._schema import _ledger_schema, problem
 
 from .writes.merchant import SCHEMA, Remote
 
@@ -92,6 +95,69 @@ def test_R42_OUTCOME_UNKNOWN_reaches_the_model_with_its_next_action_and_is_never
     assert world.effects == {"A": 1}, "an unknown outcome is never re-sent while its lookup cannot answer (R43)"
     assert out.counters["retries"] == 0
     assert len(out.unreconciled) == 1 and [o.state for o in ops.operations()] == ["unknown"]  # R46: listed
+
+
+def test_R42_in_abort_mode_OUTCOME_UNKNOWN_ends_the_run_TRUNCATED_UNRECONCILED() -> None:
+    """T34 abort_on_unknown: the unknown answer ends the run at its index, as a failure would (R13)."""
+    world = World(lose=1, lookup_down=True)
+    asked: list[int] = []
+
+    def model(turn: Any) -> Any:
+        asked.append(turn.round)
+        return scripted([("c1", "A")], [("c2", "A")])(turn)
+
+    out = run_loop(model, tools=[world.tool()], ledger=MemoryOperationLedger(), mode="abort")
+    assert (out.status, out.stop_reason, out.aborted) == ("TRUNCATED", "UNRECONCILED", (0, "OUTCOME_UNKNOWN"))
+    assert out.results == () or list(out.results) == [], "the aborting request gets no entry (R13)"
+    assert "T34" in out.transitions and asked == [1] and world.effects == {"A": 1}
+    assert out.coverage == "PARTIAL" and len(out.unreconciled) == 1
+
+
+def test_R46_a_run_whose_write_is_still_unknown_at_its_end_is_TRUNCATED_not_COMPLETED() -> None:
+    """T35 final_answer_unreconciled: the final answer does not make the run COMPLETED while a write is unknown."""
+    world = World(lose=1, lookup_down=True)
+    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], ledger=MemoryOperationLedger(), mode="continue")
+    assert (out.status, out.stop_reason, out.coverage) == ("TRUNCATED", "UNRECONCILED", "PARTIAL")
+    assert out.transitions[-1] == "T35" and out.final is None and len(out.unreconciled) == 1
+    # the end-of-run reconciliation settles it when the lookup answers: then the final answer completes the run
+    world = World(lose=1)
+    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], ledger=MemoryOperationLedger(), mode="continue")
+    assert out.results[0]["code"] == "OUTCOME_UNKNOWN" and out.unreconciled == ()
+    assert (out.status, out.stop_reason, out.transitions[-1]) == ("COMPLETED", "FINAL_ANSWER", "T06")
+
+
+def _ledger_of(mode: str, lookup_down: bool) -> tuple[Any, list[dict[str, Any]]]:
+    led = Ledger()
+    out = run_loop(scripted([("c1", "A")], [("c2", "B")]), tools=[World(lose=1, lookup_down=lookup_down).tool()],
+                   ledger=led, operations=MemoryOperationLedger(), mode=mode)
+    return out, [dict(e) for e in led.events]
+
+
+def _check(evs: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    res = read_text_input("".join(json.dumps(e) + "\n" for e in evs).encode())
+    return [(r.verdict, r.violation.rule if r.violation else None) for r in res.records]
+
+
+@pytest.mark.parametrize(("mode", "lookup_down", "ending"), [
+    ("abort", True, ("TRUNCATED", "UNRECONCILED", "T34")),
+    ("continue", True, ("TRUNCATED", "UNRECONCILED", "T35")),
+    ("continue", False, ("COMPLETED", "FINAL_ANSWER", "T06")),
+])
+def test_R42_R46_the_oracle_reads_and_checks_a_ledger_with_unknown_outcomes(
+        mode: str, lookup_down: bool, ending: tuple[str, str, str]) -> None:
+    out, evs = _ledger_of(mode, lookup_down)
+    assert (out.status, out.stop_reason, out.transitions[-1]) == ending
+    schema = _ledger_schema()
+    assert [p for e in evs if (p := problem(e, schema[e["type"]], e["type"]))] == []  # OUTCOME_UNKNOWN, UNRECONCILED
+    assert _check(evs) == [("conforms", None)]
+
+
+def test_R42_the_oracle_catches_a_run_in_abort_mode_that_goes_on_after_OUTCOME_UNKNOWN() -> None:
+    """The behaviour before T34: the unknown answer returned and the run went on. In abort mode that violates R13."""
+    _, evs = _ledger_of("continue", True)
+    evs[0]["config"]["mode"] = "abort"
+    (verdict, rule), = _check(evs)
+    assert verdict == "violates" and rule in ("R13", "R42"), (verdict, rule)
 
 
 def test_R43_an_unknown_outcome_is_reconciled_by_lookup_before_the_key_is_sent_again() -> None:

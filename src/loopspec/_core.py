@@ -390,7 +390,7 @@ def tool_overlaps(hints: Mapping[str, bool] | None, policy: str) -> bool:
 def escalates(kind: str, mode: str, on_limit: str) -> bool:
     """Does an answer of this code kind end the run? (R13, R14, R20)
 
-    pre: kind in ("violation", "failure", "limit")
+    pre: kind in ("violation", "failure", "limit", "unknown")
     post: implies(kind == "limit", __return__ == (on_limit == "throw"))
     post: implies(kind != "limit", __return__ == (mode == "abort"))
     """
@@ -572,6 +572,9 @@ class RunState:
     round: int = 0
     response: tuple[Json, ...] | None = None  # the current response's calls
     final: str | None = None  # the model's final answer, once given
+    #: section 6 (R46): the run's write keys still unknown after the end-of-run reconciliation, set by the
+    #: engine when the final answer arrives (empty in a run without write tools)
+    unreconciled: tuple[str, ...] = ()
     model_failed: bool = False
     input_exhausted: bool = False
     cursor: int = 0
@@ -747,6 +750,7 @@ GUARDS: Final[Mapping[str, Callable[[RunState], bool]]] = {
     "input_exhausted": lambda s: s.input_exhausted,
     "model_error": lambda s: s.model_failed,
     "final_answer": lambda s: s.final is not None,
+    "unreconciled_left": lambda s: s.final is not None and bool(s.unreconciled),
     "round_done": lambda s: s.response is not None and s.cursor >= len(s.response),
     # every request counts, replays and rejections included, so request i is admitted iff i < max
     "request_admitted": lambda s: within(s.current.index, s.config.limits.max_requests),
@@ -768,6 +772,7 @@ GUARDS: Final[Mapping[str, Callable[[RunState], bool]]] = {
     "escalates_violation": _escalates("violation"),
     "escalates_failure": _escalates("failure"),
     "escalates_limit": _escalates("limit"),
+    "escalates_unknown": _escalates("unknown"),  # section 6 (R42): OUTCOME_UNKNOWN in abort mode
 }
 
 
@@ -1635,7 +1640,8 @@ def _drive_round_concurrently(
                 run_on(s)  # T31
                 continue
         step("returned")
-        if any(GUARDS[g](s) for g in ("escalates_violation", "escalates_failure", "escalates_limit")):
+        if any(GUARDS[g](s) for g in ("escalates_violation", "escalates_failure", "escalates_limit",
+                                      "escalates_unknown")):
             finish(escalation_stop_reason(s), escalated=True)
             return
         next_item(s)
@@ -1646,5 +1652,5 @@ _STATUS_OF: Final[Mapping[str, str]] = {
     "MAX_EXECUTIONS": "TRUNCATED", "MAX_TOOL_EXECUTIONS": "TRUNCATED", "MAX_REQUESTS": "TRUNCATED",
     "DEADLINE": "TRUNCATED", "INVALID_CALL": "REJECTED", "UNKNOWN_TOOL": "REJECTED",
     "INVALID_ARGUMENT": "REJECTED", "ID_CONFLICT": "REJECTED", "TERMINAL_ERROR": "FAILED",
-    "MODEL_ERROR": "FAILED", "CANCELLED": "CANCELLED",
+    "MODEL_ERROR": "FAILED", "CANCELLED": "CANCELLED", "UNRECONCILED": "TRUNCATED",
 }

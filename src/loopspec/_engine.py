@@ -413,8 +413,10 @@ class _Run:
         observer: Callable[[RunState, Transition], None] | None,
         background: Background | None = None,
         overlap: str | None = None,
+        reconcile: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         self.spec = spec
+        self.reconcile = reconcile
         self.s = RunState(config)
         self.tools = tools
         self.model_fn = model
@@ -601,6 +603,8 @@ class _Run:
         core.receive_response(s, response)
         if s.final is not None:
             self.emit("model_final", t.id, round=s.round, length=len(s.final))
+            if self.reconcile is not None:  # R46: reconciled before the terminal state is chosen (T35)
+                s.unreconciled = tuple(self.reconcile())
         elif s.model_failed:
             self.emit("model_failed", t.id, round=s.round)
         else:
@@ -1075,11 +1079,11 @@ def run_loop(
     config, pol = _loop_config(spec, tm, limits, mode, on_limit, principal, run_id, max_concurrency, overlap)
     from ._writeloop import writes_for_run
 
-    with writes_for_run(tm, ops, config, resuming=_resuming) as (tm, finish):
+    with writes_for_run(tm, ops, config, resuming=_resuming) as (tm, finish, reconcile):
         run = _Run(
             spec, config, tm, model, clock=clock, authorize=authorize,
             ledger=events if events is not None else Ledger(), cancel=cancel, record_arguments=record_arguments,
-            observer=observer, background=_background(schedule), overlap=pol,
+            observer=observer, background=_background(schedule), overlap=pol, reconcile=reconcile,
         )
         return finish(run.run())
 

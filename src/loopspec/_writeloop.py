@@ -27,15 +27,17 @@ _NO_LIMIT = 2**31 - 1
 
 @contextlib.contextmanager
 def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *,
-                   resuming: bool = False) -> Iterator[tuple[dict[str, Any], Callable[[Any], Any]]]:
-    """(the run's tools, write tools wrapped; what to apply to the run's outcome)."""
+                   resuming: bool = False) -> Iterator[tuple[dict[str, Any], Callable[[Any], Any],
+                                                             Callable[[], list[str]] | None]]:
+    """(the run's tools, write tools wrapped; what to apply to the run's outcome; the end-of-run
+    reconciliation the engine runs when the final answer arrives (R46, T35), or None without writes)."""
     from ._engine import EngineError, ToolFailure, WriteAnswer
 
     writes = {n: t for n, t in tools.items() if t.write is not None}
     if not writes:
         if resuming:
             raise EngineError("resume: the run has no write tools, so the operation ledger holds nothing to resume")
-        yield dict(tools), lambda outcome: outcome
+        yield dict(tools), lambda outcome: outcome, None
         return
     opened = not hasattr(ops, "transition")  # a path (or None): ours to close
     ledger: OperationLedger = open_operation_ledger(ops)
@@ -73,6 +75,10 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
 
     wrapped = {n: (dataclasses.replace(t, fn=through_ledger(n)) if n in writes else t) for n, t in tools.items()}
 
+    def reconcile() -> list[str]:
+        with lock:
+            return list(ex.finish()["unreconciled"])
+
     def finish(outcome: Any) -> Any:
         done = ex.finish()
         return dataclasses.replace(outcome, unreconciled=tuple(done["unreconciled"]))
@@ -80,7 +86,7 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
     try:
         if resuming:
             ex.resume()  # R46: dispatch marks without a result become unknown; every unknown one is reconciled
-        yield wrapped, finish
+        yield wrapped, finish, reconcile
     finally:
         if opened:
             ledger.close()

@@ -10,7 +10,8 @@ between a request's checks and its start) and no cancellation (T28). Section 5's
 reached only by the concurrent batch steps of protocol v1.1 (mode ``batch-concurrent``: T30 wait,
 T31 run on, T33 land; counted from the prediction's releases, since :func:`path` reads a sequential
 path), never T29 (the harness releases a result only when the implementation waits) nor T32 (no
-deadline in batch mode). :data:`REACHABLE` lists what each mode can reach; the campaign reports its
+deadline in batch mode). Section 6's T34 and T35 need write tools, which the protocol does not have
+yet. :data:`REACHABLE` lists what each mode can reach; the campaign reports its
 coverage against that.
 """
 
@@ -30,9 +31,9 @@ _CHECK: Final = {"REQUEST_LIMIT": "T08", "INVALID_CALL": "T09", "UNKNOWN_TOOL": 
                  "ID_CONFLICT": "T12"}
 _START: Final = {"NOT_FOUND_OR_NOT_ACCESSIBLE": "T16", "DEADLINE_EXCEEDED": "T17", "BUDGET_EXHAUSTED": "T18",
                  "TOOL_BUDGET_EXHAUSTED": "T19"}
-_ESCALATE: Final = {"violation": "T24", "failure": "T25", "limit": "T26"}
+_ESCALATE: Final = {"violation": "T24", "failure": "T25", "limit": "T26", "unknown": "T34"}
 _STOP: Final = {"DEADLINE": "T01", "MAX_ROUNDS": "T02", "END_OF_BATCH": "T03", "MODEL_ERROR": "T05",
-                "FINAL_ANSWER": "T06"}
+                "FINAL_ANSWER": "T06", "UNRECONCILED": "T35"}
 
 #: Why a transition cannot happen through adapter protocol v1.
 UNREACHABLE: Final = {
@@ -45,6 +46,11 @@ UNREACHABLE: Final = {
     **{t: "section 5 (concurrent execution): taken by concurrent batch steps only (protocol v1.1: an "
           "implementation that announces the concurrency capability; mode batch-concurrent)"
        for t in ("T30", "T31", "T33")},
+    # section 6 (R42, R46): the protocol's tools are read-only, and the reference answers them from the
+    # core, which has no operation ledger: no request is ever answered OUTCOME_UNKNOWN and no write is
+    # left unknown at a final answer. Reaching them needs write tools in the protocol (issue 18's fuzz part).
+    "T34": "section 6: no write tools in the protocol, so no answer is OUTCOME_UNKNOWN (abort_on_unknown, R42)",
+    "T35": "section 6: no write tools in the protocol, so no write is left unknown at the final answer (R46)",
 }
 #: The transitions each mode can reach through the protocol.
 REACHABLE: Final = {
@@ -75,7 +81,7 @@ def path(s: RunState) -> list[str]:
         out.append("T04")
         idx = by_round.get(rnd, [])
         last_round = rnd == s.model_requests
-        if last_round and stop in ("MODEL_ERROR", "FINAL_ANSWER") and not idx:
+        if last_round and stop in ("MODEL_ERROR", "FINAL_ANSWER", "UNRECONCILED") and not idx:
             out.append(_STOP[stop])
             break
         for i in idx:
@@ -104,7 +110,7 @@ def path(s: RunState) -> list[str]:
                 out.append("T27")
         if escalated_at is not None and escalated_at in idx:
             break
-        if last_round and stop in ("MODEL_ERROR", "FINAL_ANSWER"):
+        if last_round and stop in ("MODEL_ERROR", "FINAL_ANSWER", "UNRECONCILED"):
             out.append(_STOP[stop])
             break
         out.append("T07")

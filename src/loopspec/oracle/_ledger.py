@@ -166,6 +166,7 @@ class Checks:
     principal_recorded: bool = False
     principal_missing: bool = False
     signal_assumed: bool = False  # executions were abandoned: whether each was told is not recorded (R35)
+    unreconciled_assumed: bool = False  # a final answer with writes: whether one is still unknown (R46)
 
     def assumed(self) -> list[str]:
         out = []
@@ -177,6 +178,8 @@ class Checks:
             out.append("R24")
         if self.signal_assumed:
             out.append("R35")
+        if self.unreconciled_assumed:
+            out.append("R46")
         return out
 
 
@@ -519,6 +522,10 @@ class RunChecker:
             if state == "proposed":
                 if self.concurrent:
                     self._arrival_input(obs, ev, line)
+                if s.final is not None:  # section 6 (R46): whether a write is still unknown, as the ledger reports it
+                    s.unreconciled = ("reported",) if obs is not None and obs.id == t.unreconciled_stop else ()
+                    if s.unreconciled:
+                        self.checks.unreconciled_assumed = True
                 before = len(s.requests)
                 if not self.concurrent or not core.waits(s):
                     core.admit_pending(s)
@@ -868,15 +875,15 @@ class RunChecker:
             if d.__class__ is not str:
                 raise RunInputError(f"execution_finished.outputDigest: an ok outcome needs a digest, got {d!r}", line)
             core.record_outcome(s, Outcome(True, d, None))
-        elif out in core.FAILURE_CATEGORIES:
+        elif out in core.FAILURE_CATEGORIES or out == "OUTCOME_UNKNOWN":  # section 6: a write's unknown outcome (R42)
             if ev["outputDigest"] is not None:
                 raise self._mismatch(ev, line, "R27", "ledger-inconsistent", "outputDigest", None, ev["outputDigest"],
                                      f"Then a failed execution ({out}) has no output (R10, R27); but the ledger "
                                      f"records outputDigest {ev['outputDigest']!r}.")
             core.record_outcome(s, Outcome(False, None, out))
         else:
-            raise RunInputError(f"execution_finished.outcome: expected ok or one of {', '.join(core.FAILURE_CATEGORIES)}"
-                                f", got {out!r}", line)
+            raise RunInputError(f"execution_finished.outcome: expected ok, one of {', '.join(core.FAILURE_CATEGORIES)}"
+                                f" or OUTCOME_UNKNOWN, got {out!r}", line)
 
     def on_result(self, ev: Mapping[str, Json], line: int) -> None:
         if self.concurrent:

@@ -87,6 +87,7 @@ class Tables:
     #: the transitions whose firing is how the ledger reports an input the oracle cannot recompute
     schema_check: str | None  # the transition refusing invalid arguments (R4)
     auth_check: str | None  # the transition denying an unauthorized call (R24)
+    unreconciled_stop: str | None  # the transition ending a run whose write is still unknown (R46)
     #: rule id -> the invariants SPEC.md cites for it ("Checked by:")
     rules: Mapping[str, tuple[str, ...]]
     #: rule ids in document order
@@ -154,6 +155,7 @@ def build_tables(spec: Spec) -> Tables:
             by_effect.setdefault(t.effect, []).append(t.id)
     schema_check = next((t.id for t in spec.transitions if "arguments_valid" in t.unless), None)
     auth_check = next((t.id for t in spec.transitions if "authorized" in t.unless), None)
+    unreconciled_stop = next((t.id for t in spec.transitions if "unreconciled_left" in t.when), None)
     rules = _rules(spec)
     return Tables(
         spec=spec,
@@ -168,6 +170,7 @@ def build_tables(spec: Spec) -> Tables:
         by_effect={k: tuple(v) for k, v in by_effect.items()},
         schema_check=schema_check,
         auth_check=auth_check,
+        unreconciled_stop=unreconciled_stop,
         rules=rules,
         rule_ids=tuple(rules),
         first_by_effect={e: next(t for t in spec.transitions if t.effect == e) for e in by_effect},
