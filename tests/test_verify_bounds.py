@@ -20,6 +20,7 @@ from loopspec.checker.bounds import (
 )
 from loopspec.checker.universe import Universe
 from loopspec.cli import main
+from loopspec.cli.verify import _section6
 
 UPDATE = "loopspec verify --update-expected"
 
@@ -125,12 +126,18 @@ def test_loopspec_verify_exhausts_the_default_bound(tmp_path: Path, capsys: pyte
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["passed"] and report["violation"] is None and report["unreached"] == []
     assert set(report["coverage"]["transitions"]) == {t.id for t in load_spec().transitions}
-    assert all(report["coverage"]["transitions"].values())
+    # section 6's transitions need a write whose outcome is unknown, which this model has no tools for (as its
+    # code and stop reason): exactly T34 and T35, and nothing else may go unreached
+    section6 = _section6(load_spec())
+    assert section6 == {"T34", "T35"}
+    assert all(v for t, v in report["coverage"]["transitions"].items() if t not in section6)
+    assert not any(report["coverage"]["transitions"][t] for t in section6)
     assert all(report["answers"].values()) and all(report["stop_reasons"].values())  # every code, every reason
     b = load_bounds()
-    # what each scope reaches is recorded, and together the scopes reach every transition of the spec
-    assert {t for s in b.scopes.values() for t in (s.reaches or ())} == {t.id for t in load_spec().transitions}
-    assert report["coverage"]["reachable"] == [t.id for t in load_spec().transitions]
+    # what each scope reaches is recorded, and together the scopes reach every other transition of the spec
+    loop_ids = [t.id for t in load_spec().transitions if t.id not in section6]
+    assert {t for s in b.scopes.values() for t in (s.reaches or ())} == set(loop_ids)
+    assert report["coverage"]["reachable"] == loop_ids
     assert report["coverage"]["complete"] and report["expected_differs"] == []
     for sc in report["scopes"]:
         exp = b.scope(sc["scope"]).expected

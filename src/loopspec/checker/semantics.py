@@ -201,6 +201,7 @@ def clone(s: RunState) -> RunState:
         round=s.round,
         response=s.response,
         final=s.final,
+        unreconciled=s.unreconciled,
         model_failed=s.model_failed,
         input_exhausted=s.input_exhausted,
         cursor=s.cursor,

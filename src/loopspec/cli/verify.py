@@ -138,7 +138,11 @@ def handle(args: argparse.Namespace) -> int:
         coverage.update(ex.coverage)
         codes.update(ex.codes)
         stops.update(ex.stop_reasons)
-    unreached = [t for t in spec_ids if not coverage.get(t)]
+    # section 6's transitions (T34 abort_on_unknown, T35 final_answer_unreconciled) need a write whose outcome
+    # is unknown: this model has no write tools (its code and stop reason are excluded below for the same
+    # reason); they are exercised by the engine's and the oracle's tests, not explored here
+    section6 = _section6(spec)
+    unreached = [t for t in spec_ids if not coverage.get(t) and t not in section6]
     reachable = _reachable(bounds, [ex.scope for ex in results], spec_ids)
     shortfall = [t for t in unreached if reachable is not None and t in reachable]
     bad = next((ex for ex in results if ex.violation is not None), None)
@@ -207,6 +211,13 @@ def _figures(ex: Any) -> dict[str, Any]:
     spec_ids = [t.id for t in load_spec().transitions]
     return {"states": ex.states, "transitions": ex.transitions, "depth": ex.depth,
             "reached": [t for t in spec_ids if ex.coverage.get(t)]}
+
+
+def _section6(spec: Any) -> frozenset[str]:
+    """The transitions only a write whose outcome is unknown can take (SPEC.md section 6): escalating the
+    code kind ``unknown``, or recording its stop reason."""
+    unknown_stops = {c.stop_reason for c in spec.codes if c.kind == "unknown"}
+    return frozenset(t.id for t in spec.transitions if t.escalates == "unknown" or t.stop_reason in unknown_stops)
 
 
 def _reachable(bounds: Any, scopes: list[Any], spec_ids: list[str]) -> list[str] | None:
