@@ -147,3 +147,19 @@ def test_a_campaign_in_the_default_concurrent_mode(name: str, tmp_path: Path) ->
         last = case["steps"][-1]
         if "concurrency" in last["config"]:
             assert isinstance(last["schedule"], list)  # replayable: the completion order is in the case
+
+
+@pytest.mark.frameworks
+@pytest.mark.parametrize("name", ["langgraph", "llamaindex", "autogen"])
+def test_the_same_call_twice_in_one_response_runs_twice_at_once(name: str) -> None:
+    """Observed: two identical calls under one id in one response both start before either completes
+    (R33: the second must wait for the first and reuse its result, never execute again)."""
+    _need(name)
+    target = resolve(CONCURRENT[name])
+    st = step3()
+    st["calls"] = [{"id": "c1", "name": "lookup", "arguments": {}}] * 2
+    step = target().normalize_step(st)
+    trace = run_step(InProcessImpl(target()), step)
+    assert [e["type"] for e in trace["events"]][:3] == ["execute", "execute", "release"]
+    v = judge(trace)
+    assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R33", "replay-reexecuted")
