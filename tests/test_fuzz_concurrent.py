@@ -10,6 +10,7 @@ executor passes the same steps, and one campaign finds, shrinks and replays a ra
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,10 @@ def test_each_race_is_caught_by_its_rule_with_its_schedule(bug: str, live: Any) 
     assert not v.ok and v.violation is not None
     assert v.violation.rule == rule, (bug, v.violation.rule, v.violation.explanation)
     assert "Let the harness release the tool answers in the order" in v.violation.explanation
+    then = v.violation.explanation[v.violation.explanation.index("\nThen "):]
+    cited = set(re.findall(r"\bR\d+\b", then))
+    assert not cited or rule in cited, (rule, then)  # the "Then" sentence cites the rule the verdict names
+    assert not cited & {"R9", "R11", "R13", "R14"} - {rule}, (rule, then)  # not the sequential form it renames
     schema_validator("trace.schema.json").validate(trace)
 
 

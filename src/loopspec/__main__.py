@@ -2,6 +2,10 @@
 
 import sys
 
-from loopspec.cli import main
+try:
+    from loopspec.cli import main
+except KeyboardInterrupt:  # Ctrl-C while the package is still being imported: no traceback
+    print("loopspec: interrupted", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

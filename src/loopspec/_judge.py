@@ -31,6 +31,7 @@ pieces below.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1358,9 +1359,12 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
     if conc is not None:
         let += "\n" + conc.schedule_text(execs)
         observed["schedule"] = [c for c, _ in conc.choices]
+    then = first.then
+    if rule != first.rule:  # the concurrent form of the sequential rule: the "Then" cites what the verdict names
+        then = re.sub(rf"\b{first.rule}\b", rule, then)
     v = Violation(
         rule=rule, kind=first.kind, index=first.index, expected=first.expected, observed=first.observed,
-        explanation=let + "\n" + first.then,
+        explanation=let + "\n" + then,
         invariant=None if rule.startswith("P") else pick_invariant(spec, rule, violated),
         invariants=violated,
         checked_by=_rules_by_id(spec).get(rule, ()),

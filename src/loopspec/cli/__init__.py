@@ -56,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout, sys.stderr = SafeStream(out), SafeStream(err, progress=True)  # type: ignore[assignment]
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before a command started (importing the commands, parsing)
+        print("loopspec: interrupted", file=sys.stderr)
+        return 130
     finally:
         sys.stdout, sys.stderr = out, err
 

@@ -13,6 +13,9 @@
   ``FunctionExecutionResultMessage``: ``call_id``, ``is_error``, the content as text, the exception's text
   for a failure), or, after the last iteration, the run's ``ToolCallExecutionEvent``.
 
+* ``autogen[completion=harness]``: the bodies await the answers the harness holds and the harness
+  picks the completion order (protocol v1.1, batch steps; every call of a response may overlap).
+
 What AutoGen cannot express, and the fuzzer therefore does not propose or vary:
 
 * abort mode: every tool exception and unknown tool is a result the model sees and the run goes on;
@@ -24,7 +27,6 @@ What AutoGen cannot express, and the fuzzer therefore does not propose or vary:
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 import json
@@ -51,7 +53,13 @@ _CALL_ID: contextvars.ContextVar[tuple[str | None, dict[str, Any]] | None] = con
 class AutoGenExecutor(FrameworkExecutor):
     framework = "autogen"
     name = "autogen"
-    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"reflect_on_tool_use": ("false", "true")}
+    #: completion: each body answers before it yields (the adapter's default) or the bodies await the
+    #: answers the harness holds and it picks the completion order (protocol v1.1, batch steps)
+    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"reflect_on_tool_use": ("false", "true"),
+                                                      "completion": ("at-once", "harness")}
+    def concurrent(self) -> bool:
+        return self.setting("completion") == "harness"
+
     limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "AssistantAgent(max_tool_iterations=...)",
         "maxExecutions": "none: AutoGen has no execution budget",
@@ -107,7 +115,7 @@ class AutoGenExecutor(FrameworkExecutor):
                     given = {k: v for k, v in kwargs.items() if v is not None}
                     seen = _CALL_ID.get()
                     i = _calling(run, name, seen[1] if seen else given, seen[0] if seen else None)
-                    return json.dumps(run.enter(i, run.call(i).get("id") if i is not None else None, name, given,
+                    return json.dumps(await run.aenter(i, run.call(i).get("id") if i is not None else None, name, given,
                                                 run.principal))
                 fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
                 fn.__annotations__ = {**{p.name: ann[p.name] for p in params}, "return": str}
@@ -216,7 +224,7 @@ class AutoGenExecutor(FrameworkExecutor):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = asyncio.run(go())
+                result = run.run_async(go())
         except (ModelFailure, _Invalid):
             return run.outcome("FAILED", "MODEL_ERROR")
         except Exception as exc:

@@ -15,6 +15,9 @@
   ``Tool ... not found`` for an unknown tool). The request a tool body runs for is the first call of the
   round with that tool and those arguments not yet entered (the body does not see the call id).
 
+* ``llamaindex[completion=harness]``: the bodies await the answers the harness holds and the harness
+  picks the completion order (protocol v1.1, batch steps; every call of a response may overlap).
+
 What LlamaIndex cannot express, and the fuzzer therefore does not propose or vary:
 
 * abort mode: every tool exception and unknown tool becomes an error result the model sees and the run
@@ -26,7 +29,6 @@ What LlamaIndex cannot express, and the fuzzer therefore does not propose or var
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import warnings
@@ -51,7 +53,13 @@ class LlamaIndexExecutor(FrameworkExecutor):
     SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {
         "max_iterations": ("rounds", "rounds+1"),
         "early_stopping_method": ("force", "generate"),
+        # completion: each body answers before it yields (the adapter's default) or the bodies await the
+        # answers the harness holds and it picks the completion order (protocol v1.1, batch steps)
+        "completion": ("at-once", "harness"),
     }
+    def concurrent(self) -> bool:
+        return self.setting("completion") == "harness"
+
     limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "agent.run(max_iterations=...)",
         "maxExecutions": "none: LlamaIndex has no execution budget",
@@ -94,7 +102,7 @@ class LlamaIndexExecutor(FrameworkExecutor):
 
             async def body(_name: str = name, **kwargs: Any) -> str:
                 i = _calling(run, _name, kwargs)
-                return json.dumps(run.enter(i, run.call(i).get("id") if i is not None else None, _name, dict(kwargs),
+                return json.dumps(await run.aenter(i, run.call(i).get("id") if i is not None else None, _name, dict(kwargs),
                                             run.principal))
 
             sig, ann = python_signature(schema, var_kwargs=False)
@@ -221,7 +229,7 @@ class LlamaIndexExecutor(FrameworkExecutor):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # pydantic deprecations raised inside llama-index
-                out = asyncio.run(go())
+                out = run.run_async(go())
         except (ModelFailure, _Invalid):
             return run.outcome("FAILED", "MODEL_ERROR")
         except Exception as exc:
