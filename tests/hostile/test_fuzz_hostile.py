@@ -163,11 +163,11 @@ def test_ctrl_c_writes_campaign_json_and_leaves_nothing_running(tmp_path: Path) 
         [sys.executable, "-m", "loopspec", "fuzz", "--impl", impl("blank-lines"), "--out", str(tmp_path),
          "--timeout", "30", "--max-examples", "5", "--quiet"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    # Ctrl-C while the campaign waits on the implementation: once the implementation runs (a process
-    # other than the fuzzer carrying the tag), well inside the 30 s deadline of the first step; a fixed
-    # sleep raced the fuzzer's own start-up on a loaded machine
+    # Ctrl-C while the campaign waits on the implementation: once the implementation runs (the tagged
+    # process running hostile_impl.py; the fuzzer's forked generator carries the tag too), well inside
+    # the 30 s deadline of the first step; a fixed sleep raced the fuzzer's own start-up under load
     t0 = time.monotonic()
-    while not [pid for pid, _ in _tagged(tag) if pid != proc.pid] and time.monotonic() - t0 < 60:
+    while not [pid for pid, cmd in _tagged(tag) if "hostile_impl" in cmd] and time.monotonic() - t0 < 60:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.1)
     time.sleep(1)

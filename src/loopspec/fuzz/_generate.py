@@ -634,10 +634,25 @@ class Ahead:
 
         self.indices = list(indices)
         rfd, wfd = os.pipe()
-        pid = os.fork()
+        # Ctrl-C is the campaign's to handle: SIGINT is blocked across the fork so that the helper
+        # ignores it before it can ever be delivered there (a terminal sends it to the whole group)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        pid = -1
+        try:
+            pid = os.fork()
+        finally:
+            if pid != 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         if pid == 0:  # the helper: only the generator, only the pipe
             try:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+                # nothing of the campaign's but the pipe: stdin/stdout/stderr to /dev/null, so the
+                # helper never holds the terminal or a caller's pipes open after the campaign ended
+                null = os.open(os.devnull, os.O_RDWR)
+                for std in (0, 1, 2):
+                    os.dup2(null, std)
+                os.close(null)
                 os.closerange(3, rfd)
                 os.closerange(rfd + 1, wfd)
                 os.closerange(wfd + 1, 1 << 16)
