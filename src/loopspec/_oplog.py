@@ -164,9 +164,23 @@ class SQLiteOperationLedger:
         self.path = str(path)
         self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=False)
         self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        # Several workers may open one new file at once: switching it to WAL takes an exclusive lock for
+        # which SQLite does not wait (busy timeout or not), so "database is locked" here is retried
+        # within the connection's 30 s; the schema is created IF NOT EXISTS, so a retry is harmless.
+        deadline = time.monotonic() + 30.0
+        pause = 0.001
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.executescript(_SCHEMA)
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    self._db.close()
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     @staticmethod
     def _row(row: tuple[Any, ...] | None) -> OpRecord | None:
