@@ -15,6 +15,7 @@ import inspect
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -1057,6 +1058,22 @@ def _loop_config(spec: Spec, tm: Mapping[str, Tool], limits: Limits | None, mode
     return config, pol
 
 
+def _ledgers(ledger: Any, operation_ledger: Any, operations: Any, who: str) -> tuple[Ledger | None, Any]:
+    """(the run ledger, the operation ledger) from ``run_loop``'s / ``resume``'s arguments. Until 0.2 an
+    operation ledger was also taken as ``ledger=`` (a path, a URL or an OperationLedger) or ``operations=``:
+    still accepted, with a DeprecationWarning."""
+    ops = operation_ledger
+    for name, value in (("operations", operations), ("ledger", ledger)):
+        if value is None or (name == "ledger" and isinstance(value, Ledger)):
+            continue
+        if ops is not None:
+            raise EngineError(f"{who}: the operation ledger is given twice (operation_ledger= and {name}=)")
+        warnings.warn(f"{who}(..., {name}=<operation ledger>) is deprecated: pass it as operation_ledger= "
+                      "(ledger= is the run ledger, a loopspec.Ledger)", DeprecationWarning, stacklevel=3)
+        ops = value
+    return (ledger if isinstance(ledger, Ledger) else None), ops
+
+
 def run_loop(
     model: Callable[[Turn], Json],
     *,
@@ -1068,7 +1085,7 @@ def run_loop(
     clock: Callable[[], float] = time.monotonic,
     authorize: Callable[[str, str, dict[str, Json]], bool] | None = None,
     cancel: CancelToken | None = None,
-    ledger: Any = None,
+    ledger: Ledger | None = None,
     run_id: str | None = None,
     spec: Spec | None = None,
     record_arguments: bool = False,
@@ -1076,16 +1093,18 @@ def run_loop(
     max_concurrency: int | None = None,
     overlap: str | None = None,
     schedule: Schedule | None = None,
+    operation_ledger: Any = None,
     operations: Any = None,
     _resuming: bool = False,
 ) -> RunOutcome:
     """Run the whole tool-calling loop with ``model`` until exactly one terminal state (R18–R26).
 
-    Write tools (``Tool.define(..., write=WriteTool(...), lookup=...)``, section 6) run through a durable
-    operation ledger: ``ledger="ops.sqlite"`` (a path: SQLite) or an ``OperationLedger`` object; a run
-    ledger (:class:`Ledger`) given as ``ledger`` is the run's event ledger as before, and ``operations``
-    names the operation ledger then. Without one, writes use an in-memory operation ledger (nothing
-    survives the process). After a crash, :func:`resume` continues the run.
+    ``ledger`` is the run ledger (:class:`Ledger`, R27): the events of the run. Write tools
+    (``Tool.define(..., write=WriteTool(...), lookup=...)``, section 6) run through a durable
+    **operation ledger**, ``operation_ledger``: a path (SQLite), a ``postgresql://`` URL or an
+    ``OperationLedger`` object. Without one, writes use an in-memory operation ledger (nothing survives the
+    process). After a crash, :func:`resume` continues the run. (Deprecated, for one release: an operation
+    ledger given as ``ledger=`` or as ``operations=``; both warn with a DeprecationWarning.)
 
     ``model(turn)`` returns a list of calls (``{"id", "name", "arguments"}``) or
     ``{"final": "..."}``. Limits default to ``[defaults.loop]`` of the spec; ``clock`` is injected
@@ -1095,7 +1114,7 @@ def run_loop(
     """
     spec = spec or load_spec()
     tm = _tool_map(tools)
-    events, ops = (ledger, operations) if ledger is None or isinstance(ledger, Ledger) else (None, ledger)
+    events, ops = _ledgers(ledger, operation_ledger, operations, "run_loop")
     config, pol = _loop_config(spec, tm, limits, mode, on_limit, principal, run_id, max_concurrency, overlap)
     from ._writeloop import writes_for_run
 
