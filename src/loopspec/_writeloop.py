@@ -92,17 +92,21 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
             ledger.close()
 
 
-def resume(run_id: str, model: Callable[[Any], Any], *, tools: Any, ledger: Any, **kwargs: Any) -> Any:
-    """Continue run ``run_id`` after a crash (SPEC.md R46), from its operation ledger ``ledger`` (a path to
-    the SQLite file, or an OperationLedger object): first every write of the run whose outcome is unknown —
-    a dispatch mark without a result, or an unknown answer — is reconciled through its tool's lookup (R43);
-    then the loop runs again under ``run_id`` with ``model`` and ``tools`` (the same ones, and the same
-    principal, as the crashed run): a request whose answer the ledger recorded gets it again, a confirmed
-    key is answered from the ledger (R44), and nothing is sent twice. Other keyword arguments are
-    :func:`run_loop`'s. Returns the run's outcome; ``outcome.unreconciled`` lists the keys still unknown."""
-    from ._engine import EngineError, run_loop
-    from ._ledger import Ledger
+def resume(run_id: str, model: Callable[[Any], Any], *, tools: Any, operation_ledger: Any = None, ledger: Any = None,
+           **kwargs: Any) -> Any:
+    """Continue run ``run_id`` after a crash (SPEC.md R46), from its operation ledger ``operation_ledger`` (a path
+    to the SQLite file, a ``postgresql://`` URL, or an OperationLedger object): first every write of the run
+    whose outcome is unknown — a dispatch mark without a result, or an unknown answer — is reconciled through
+    its tool's lookup (R43); then the loop runs again under ``run_id`` with ``model`` and ``tools`` (the same
+    ones, and the same principal, as the crashed run): a request whose answer the ledger recorded gets it
+    again, a confirmed key is answered from the ledger (R44), and nothing is sent twice. ``ledger`` is the run
+    ledger (a :class:`~loopspec.Ledger`) the resumed run's events go to. Other keyword arguments are
+    :func:`run_loop`'s. Returns the run's outcome; ``outcome.unreconciled`` lists the keys still unknown.
+    (Deprecated, for one release: the operation ledger given as ``ledger=``, with a DeprecationWarning.)"""
+    from ._engine import EngineError, _ledgers, run_loop
 
-    if ledger is None or isinstance(ledger, Ledger):
-        raise EngineError("resume needs the run's operation ledger: a path to its SQLite file or an OperationLedger")
-    return run_loop(model, tools=tools, ledger=ledger, run_id=run_id, _resuming=True, **kwargs)
+    events, ops = _ledgers(ledger, operation_ledger, kwargs.pop("operations", None), "resume")
+    if ops is None:
+        raise EngineError("resume needs the run's operation ledger (operation_ledger=): a path to its SQLite file, "
+                          "a postgresql:// URL or an OperationLedger")
+    return run_loop(model, tools=tools, ledger=events, operation_ledger=ops, run_id=run_id, _resuming=True, **kwargs)
