@@ -1572,16 +1572,7 @@ def drive(
             _drive_round_concurrently(s, outcome_for, authorize, arrive or _lowest_first, now, step, finish)
         while s.status is None and s.cursor < len(s.response):
             now()
-            admit_pending(s)
-            action, code, binds = gate(s, authorize)
-            if binds:
-                bind_id(s)
-            if action == REJECT:
-                assert code is not None
-                answer_error(s, code)
-            elif action == REPLAY:
-                answer_replay(s)
-            else:
+            if _take_up(s, authorize):
                 ex = begin_execution(s)
                 step("executing")
                 record_outcome(s, outcome_for(s, ex))
@@ -1604,6 +1595,23 @@ def drive(
             end_round(s)
             step("decided")
     return s
+
+
+def _take_up(s: RunState, authorize: Callable[[RunState, Request], bool]) -> bool:
+    """Take up the call at the cursor: admit it, gate it (binding its id when the gate says so) and answer a
+    rejection or a replay at once. True when the call goes on to execute (the caller begins it)."""
+    admit_pending(s)
+    action, code, binds = gate(s, authorize)
+    if binds:
+        bind_id(s)
+    if action == REJECT:
+        assert code is not None
+        answer_error(s, code)
+        return False
+    if action == REPLAY:
+        answer_replay(s)
+        return False
+    return True
 
 
 def _lowest_first(s: RunState, must: bool) -> int | None:
@@ -1658,16 +1666,7 @@ def _drive_round_concurrently(
         else:
             if s.cursor >= len(s.response):
                 return  # T07: nothing in flight, the proposal all taken up
-            admit_pending(s)
-            action, code, binds = gate(s, authorize)
-            if binds:
-                bind_id(s)
-            if action == REJECT:
-                assert code is not None
-                answer_error(s, code)
-            elif action == REPLAY:
-                answer_replay(s)
-            else:
+            if _take_up(s, authorize):
                 begin_execution(s)  # T20: checks and reservation in one step
                 step("executing")
                 run_on(s)  # T31

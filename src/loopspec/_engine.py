@@ -730,12 +730,16 @@ class _Run:
         ev = self.ctx_events.get(ex.request)
         if ev is not None:
             ev.set()
-        if self.bg is not None:
-            self.bg.abandon(ex.request, partial(self._late, ex))
+        self._abandon_running(ex)
         if self.s.arrival is not None and self.s.arrival[0] == ex.request:  # arrived, never landed
             outcome = self.s.arrival[1]
             self.s.arrival = None
             self._late(ex, outcome)
+
+    def _abandon_running(self, ex: core.Execution) -> None:
+        """The abandoned execution's work in the background: its result, when it comes, is discarded."""
+        if self.bg is not None:
+            self.bg.abandon(ex.request, partial(self._late, ex))
 
     def _late(self, ex: core.Execution, outcome: Outcome) -> None:
         self._discard(ex, outcome, "execution abandoned")
@@ -862,13 +866,21 @@ class _Run:
                         self._cancel_now()
                         continue
             with self._terminal_lock:
-                if state == "proposed" and not core.waits(s):
-                    core.admit_pending(s)
-                trigger = self.drive[state]
-            fired = self.trigger(trigger)  # type: ignore[attr-defined]
-            if not fired and not s.terminal:
-                raise EngineError(f"spec gap: no transition from {state!r} on {trigger!r} is enabled")
+                self._admit(state)
+            self._fire(state)
         return self._outcome()
+
+    def _admit(self, state: str) -> None:
+        """Before a step from ``proposed``: the next call is admitted unless the run waits (section 5)."""
+        if state == "proposed" and not core.waits(self.s):
+            core.admit_pending(self.s)
+
+    def _fire(self, state: str) -> None:
+        """The step from ``state``: its driving event; a spec that enables no transition is a gap."""
+        trigger = self.drive[state]
+        fired = self.trigger(trigger)  # type: ignore[attr-defined]
+        if not fired and not self.s.terminal:
+            raise EngineError(f"spec gap: no transition from {state!r} on {trigger!r} is enabled")
 
 
 _MODEL_RAISED = object()
@@ -963,6 +975,28 @@ def _concurrency(spec: Spec, tools: Mapping[str, Tool], max_concurrency: int | N
     return mc, pol, barriers
 
 
+def _batch_config(spec: Spec, tm: Mapping[str, Tool], budget: int, mode: str, principal: str, run_id: str | None,
+                  max_concurrency: int | None, overlap: str | None) -> tuple[RunConfig, str]:
+    """The run configuration of one batch (:func:`run_batch`, :func:`arun_batch`): ``budget`` is
+    max_executions, the limit policy follows ``mode`` (R20); writes are refused."""
+    _no_writes(tm)
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
+    mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
+    config = RunConfig(
+        schemas={n: t.schema for n, t in tm.items()},
+        limits=Limits(max_executions=budget),
+        mode=mode,
+        on_limit="throw" if mode == "abort" else "error-result",
+        principal=principal,
+        run_id=run_id or f"batch-{uuid.uuid4().hex[:12]}",
+        batch=True,
+        max_concurrency=mc,
+        barriers=barriers,
+    )
+    return config, pol
+
+
 def _background(schedule: Schedule | None) -> Background | None:
     return ScriptedBackground(schedule) if schedule is not None else None
 
@@ -992,21 +1026,7 @@ def run_batch(
     """
     spec = spec or load_spec()
     tm = _tool_map(tools)
-    _no_writes(tm)
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-        raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
-    mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
-    config = RunConfig(
-        schemas={n: t.schema for n, t in tm.items()},
-        limits=Limits(max_executions=budget),
-        mode=mode,
-        on_limit="throw" if mode == "abort" else "error-result",
-        principal=principal,
-        run_id=run_id or f"batch-{uuid.uuid4().hex[:12]}",
-        batch=True,
-        max_concurrency=mc,
-        barriers=barriers,
-    )
+    config, pol = _batch_config(spec, tm, budget, mode, principal, run_id, max_concurrency, overlap)
     proposal = list(calls)
     run = _Run(
         spec, config, tm, lambda turn: proposal, clock=lambda: 0.0, authorize=None,
@@ -1222,10 +1242,7 @@ class _ARun(_Run):
         self.done.append(ex.request)
         self.wake.set()
 
-    def _abandon(self, ex: core.Execution) -> None:
-        ev = self.ctx_events.get(ex.request)
-        if ev is not None:
-            ev.set()
+    def _abandon_running(self, ex: core.Execution) -> None:
         task = self.tasks.get(ex.request)
         if ex.request in self.results:  # finished, never landed
             o, _ = self.results.pop(ex.request)
@@ -1233,10 +1250,6 @@ class _ARun(_Run):
             self._late(ex, o)
         elif task is not None and not task.done():
             task.cancel()
-        if self.s.arrival is not None and self.s.arrival[0] == ex.request:
-            outcome = self.s.arrival[1]
-            self.s.arrival = None
-            self._late(ex, outcome)
 
     def _cancelled(self) -> bool:
         return self.cancel_token is not None and self.cancel_token.cancelled
@@ -1327,11 +1340,8 @@ class _ARun(_Run):
                 if self._cancelled():
                     self._cancel_now()
                     continue
-                if state == "proposed" and not core.waits(s):
-                    core.admit_pending(s)
-                fired = self.trigger(self.drive[state])  # type: ignore[attr-defined]
-                if not fired and not s.terminal:
-                    raise EngineError(f"spec gap: no transition from {state!r} on {self.drive[state]!r} is enabled")
+                self._admit(state)
+                self._fire(state)
         return self._outcome()
 
 
@@ -1354,15 +1364,7 @@ async def arun_batch(
     """:func:`run_batch` with async tools (coroutine functions; plain ones run in worker threads)."""
     spec = spec or load_spec()
     tm = _tool_map(tools, allow_async=True)
-    _no_writes(tm)
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-        raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
-    mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
-    config = RunConfig(
-        schemas={n: t.schema for n, t in tm.items()}, limits=Limits(max_executions=budget), mode=mode,
-        on_limit="throw" if mode == "abort" else "error-result", principal=principal,
-        run_id=run_id or f"batch-{uuid.uuid4().hex[:12]}", batch=True, max_concurrency=mc, barriers=barriers,
-    )
+    config, pol = _batch_config(spec, tm, budget, mode, principal, run_id, max_concurrency, overlap)
     proposal = list(calls)
     run = _ARun(
         spec, config, tm, lambda turn: proposal, clock=lambda: 0.0, authorize=None,
