@@ -272,3 +272,33 @@ def test_the_operation_ledger_has_its_own_parameter_and_the_old_spellings_warn(t
     assert again.results[0]["status"] == "ok" and world.effects == {"A": 1, "B": 1, "C": 1}
     with pytest.raises(EngineError, match="given twice"):
         run_loop(scripted(), tools=[world.tool()], ledger=ops, operation_ledger=ops)
+
+
+def test_R45_a_write_answered_from_the_operation_ledger_is_not_charged_against_the_execution_budget() -> None:
+    """Budgets count dispatches (R45): with max_executions=2, order A, A again under a new call id (a replay from
+    the operation ledger, W09: nothing sent) and B are all executed — the replay recorded no dispatch mark, so it
+    is not charged, and B is the second charged execution. Before R45's loop clause the replay used the budget up
+    and B was refused BUDGET_EXHAUSTED."""
+    from loopspec import Limits
+
+    world, led = World(), Ledger()
+    out = run_loop(scripted([("c1", "A")], [("c2", "A"), ("c3", "B")]), tools=[world.tool()], ledger=led,
+                   operation_ledger=MemoryOperationLedger(), limits=Limits(max_executions=2), mode="continue")
+    assert [r["status"] for r in out.results] == ["ok", "ok", "ok"], out.results
+    assert world.effects == {"A": 1, "B": 1} and out.executed == 3 and out.status == "COMPLETED"
+    evs = [dict(e) for e in led.events]
+    finished = [e for e in evs if e["type"] == "execution_finished"]
+    assert [e.get("charged", True) for e in finished] == [True, False, True]
+    schema = _ledger_schema()
+    assert [p for e in evs if (p := problem(e, schema[e["type"]], e["type"]))] == []
+    assert _check(evs) == [("conforms", None)]
+    # the oracle recomputes the budget from the charged executions: the replay marked charged is one too many
+    finished[1].pop("charged")
+    (verdict, rule), = _check(evs)
+    assert (verdict, rule) == ("violates", "R9")
+    # and a third charged write would have been refused: the budget is still the application's (R9)
+    world = World()
+    out = run_loop(scripted([("c1", "A")], [("c2", "B"), ("c3", "C")]), tools=[world.tool()],
+                   operation_ledger=MemoryOperationLedger(), limits=Limits(max_executions=2), mode="continue",
+                   on_limit="error-result")
+    assert [r.get("code") for r in out.results] == [None, None, "BUDGET_EXHAUSTED"] and world.effects == {"A": 1, "B": 1}

@@ -647,6 +647,7 @@ class _Run:
             "execution_finished", t.id, index=r.index, callId=r.call_id, tool=r.name, ordinal=ex.ordinal,
             attempt=ex.attempts, outcome="ok" if outcome.ok else outcome.category, durationMs=ms,
             outputDigest=digest(outcome.output) if outcome.ok else None,
+            **({} if outcome.charged else {"charged": False}),  # R45: a write that recorded no dispatch mark
         )
 
     def _land(self, t: Transition) -> None:
@@ -894,11 +895,21 @@ def _output_outcome(tl: Tool, output: Json) -> Outcome:
 
 class WriteAnswer(Exception):
     """A write's error answer from the operation ledger (section 6): its code as is — ``OUTCOME_UNKNOWN``
-    (R42) or the budget's — not mapped to a failure category."""
+    (R42) or the budget's — not mapped to a failure category; ``charged`` False when the write recorded no
+    dispatch mark (R45)."""
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, charged: bool = True) -> None:
         super().__init__(code)
         self.code = code
+        self.charged = charged
+
+
+@dataclass(frozen=True, slots=True)
+class Uncharged:
+    """A write's successful answer for which no dispatch mark was recorded (a replay from the operation
+    ledger, a recorded answer after a restart): its execution is not charged (R45)."""
+
+    output: Json
 
 
 def _run_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome:
@@ -908,9 +919,12 @@ def _run_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome
     except ToolFailure as f:
         return Outcome.failure(f.category)
     except WriteAnswer as a:
-        return Outcome(False, None, a.code)
+        return Outcome(False, None, a.code, charged=a.charged)
     except Exception:
         return Outcome.failure("INTERNAL_ERROR")
+    if isinstance(output, Uncharged):
+        o = _output_outcome(tl, output.output)
+        return Outcome(o.ok, o.output, o.category, charged=False)
     return _output_outcome(tl, output)
 
 

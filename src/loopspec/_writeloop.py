@@ -31,7 +31,7 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
                                                              Callable[[], list[str]] | None]]:
     """(the run's tools, write tools wrapped; what to apply to the run's outcome; the end-of-run
     reconciliation the engine runs when the final answer arrives (R46, T35), or None without writes)."""
-    from ._engine import EngineError, ToolFailure, WriteAnswer
+    from ._engine import EngineError, ToolFailure, Uncharged, WriteAnswer
 
     writes = {n: t for n, t in tools.items() if t.write is not None}
     if not writes:
@@ -65,12 +65,13 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
             with lock:  # one write at a time: the executor answers a run's requests in order
                 current[name] = ctx
                 answer = ex.call(ctx.request_index, ctx.call_id, name, arguments, reuse=ctx.attempt <= 1)
+                charged = ex.marked  # R45: only an execution that recorded a dispatch mark uses the budgets up
             if answer["status"] == "ok":
-                return answer["output"]
+                return answer["output"] if charged else Uncharged(answer["output"])
             code = answer["code"]
-            if code in core.FAILURE_CATEGORIES:
+            if code in core.FAILURE_CATEGORIES and charged:
                 raise ToolFailure(code)
-            raise WriteAnswer(code)  # OUTCOME_UNKNOWN (R42), BUDGET_EXHAUSTED (R45)
+            raise WriteAnswer(code, charged)  # OUTCOME_UNKNOWN (R42), BUDGET_EXHAUSTED (R45), a recorded answer
         return fn
 
     wrapped = {n: (dataclasses.replace(t, fn=through_ledger(n)) if n in writes else t) for n, t in tools.items()}

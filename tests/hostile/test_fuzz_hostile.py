@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from .runner import TAG, _tagged, assert_all_json_parses, assert_sane, run_cli, strict_json, written_files
+from .runner import (
+    TAG,
+    _tagged,
+    as_from_a_terminal,
+    assert_all_json_parses,
+    assert_sane,
+    run_cli,
+    strict_json,
+    written_files,
+)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 IMPL = Path(__file__).resolve().parent / "impls" / "hostile_impl.py"
@@ -162,12 +171,14 @@ def test_ctrl_c_writes_campaign_json_and_leaves_nothing_running(tmp_path: Path) 
     proc = subprocess.Popen(
         [sys.executable, "-m", "loopspec", "fuzz", "--impl", impl("blank-lines"), "--out", str(tmp_path),
          "--timeout", "30", "--max-examples", "5", "--quiet"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=as_from_a_terminal)  # SIGINT at its default even when this test runs as a background job
     # Ctrl-C while the campaign waits on the implementation: once the implementation runs (the tagged
-    # process running hostile_impl.py; the fuzzer's forked generator carries the tag too), well inside
-    # the 30 s deadline of the first step; a fixed sleep raced the fuzzer's own start-up under load
+    # process whose program is hostile_impl.py — not loopspec itself or its forked generator, whose
+    # command lines name it too, as --impl's value), well inside the 30 s deadline of the first step;
+    # a fixed sleep raced the fuzzer's own start-up under load
     t0 = time.monotonic()
-    while not [pid for pid, cmd in _tagged(tag) if "hostile_impl" in cmd] and time.monotonic() - t0 < 60:
+    while not [pid for pid, cmd in _tagged(tag) if cmd.split()[1:2] == [str(IMPL)]] and time.monotonic() - t0 < 60:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.1)
     time.sleep(1)
