@@ -206,3 +206,25 @@ def test_shrink_time_bounds_the_campaign_after_the_first_divergence(tmp_path: Pa
     assert_sane(run, exit_code=1)
     assert time.monotonic() - t0 < 40
     assert "R6" in findings(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# Protocol v1.2 (writes.run): a hostile implementation of write tools is a finding, never a crash
+# --------------------------------------------------------------------------------------------
+
+WRITES_IMPL = Path(__file__).resolve().parent / "impls" / "hostile_writes_impl.py"
+
+
+@pytest.mark.parametrize(("mode", "rule"), [
+    ("no-key", "P5"), ("lookup-list", "P5"),
+    ("bad-result", "R39"), ("short-result", "R39"),  # it sends nothing: request #0 was never dispatched (first)
+    ("stranger", None), ("crash-on-resume", None),
+])
+def test_a_hostile_writes_implementation_is_a_finding(mode: str, rule: str | None, tmp_path: Path) -> None:
+    run = fuzz(tmp_path, f"{sys.executable} {WRITES_IMPL} {mode}", "--mode", "writes", "--max-examples", "6",
+               "--shrink-time", "3", wall=90)
+    assert_sane(run, exit_code=1)
+    found = findings(tmp_path)
+    if rule is not None:
+        assert rule in found, sorted(found)
+    assert_all_json_parses(written_files(tmp_path))
