@@ -7,7 +7,6 @@ from typing import Any
 
 from .. import _safejson
 from .._text import compact, paint, printable, table, use_color
-from .._vectors import load_batch_vectors, run_batch_vector
 from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_spec_option
 
 
@@ -26,6 +25,8 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from .._vectors import load_batch_vectors, run_batch_vector
+
     try:
         doc = load_batch_vectors(args.file)
     except (OSError, ValueError, KeyError) as exc:
