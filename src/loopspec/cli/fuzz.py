@@ -10,12 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._progress import Status
 from .._text import paint, use_color
-from ..fuzz._adapter import ImplFactory, StartError, StderrLog
-from ..fuzz._rpc import ProtocolFailure
 from ._common import (
     EXIT_FOUND,
     EXIT_OK,
@@ -25,6 +23,11 @@ from ._common import (
     add_spec_option,
     progress_line,
 )
+
+if TYPE_CHECKING:
+    from ..fuzz._adapter import ImplFactory
+
+# The fuzzer (loopspec.fuzz) is imported by the handlers, not here: `loopspec --help` needs only register()
 
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) before the campaign finished, nothing found so far
 
@@ -116,6 +119,9 @@ def impl_target(impl: str) -> Any:
 
 def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
     """A factory for ``--impl``, checked by one initialize handshake (exit 2 when that fails)."""
+    from ..fuzz._adapter import ImplFactory, StartError
+    from ..fuzz._rpc import ProtocolFailure
+
     try:
         target = impl_target(args.impl)
         label = None if isinstance(target, str) else args.impl
@@ -145,6 +151,7 @@ def check_profile(name: str | None) -> str | None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ..fuzz._adapter import StderrLog
     from ..fuzz._campaign import Campaign
 
     out = Path(args.out)

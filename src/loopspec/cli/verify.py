@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from .._progress import Status
-from .._spec import load_spec
 from .._text import paint, table, use_color, write_atomic
 from ._common import (
     EXIT_FOUND,
@@ -129,6 +128,8 @@ def handle(args: argparse.Namespace) -> int:
     results = []
     for scope in scopes:
         results.append(explore(bounds, scope, sem, model=args.model, progress=prog, count_orbits=args.count_orbits))
+    from .._spec import load_spec
+
     spec = load_spec()
     spec_ids = [t.id for t in spec.transitions]
     coverage: Counter[str] = Counter()
@@ -208,6 +209,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _figures(ex: Any) -> dict[str, Any]:
+    from .._spec import load_spec
+
     spec_ids = [t.id for t in load_spec().transitions]
     return {"states": ex.states, "transitions": ex.transitions, "depth": ex.depth,
             "reached": [t for t in spec_ids if ex.coverage.get(t)]}
