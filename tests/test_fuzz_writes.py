@@ -155,7 +155,7 @@ def test_a_campaign_finds_shrinks_and_replays_each_broken_variant(bug: str, tmp_
     factory = ImplFactory(cmd(bug), timeout=10.0)
     try:
         factory.release(factory.open("writes"))
-        result = Campaign(factory, mode="writes", max_examples=60, seed=1, out=tmp_path, shrink_seconds=4.0).run()
+        result = Campaign(factory, mode="writes", max_examples=60, seed=1, out=tmp_path, shrink_seconds=2.0).run()
     finally:
         factory.close()
     found = {f.rule: f for f in result.findings}
@@ -174,7 +174,7 @@ def test_a_campaign_finds_nothing_against_the_correct_executor(tmp_path: Any) ->
     factory = ImplFactory(cmd(), timeout=10.0)
     try:
         factory.release(factory.open("writes"))
-        result = Campaign(factory, mode="writes", max_examples=30, seed=3, out=tmp_path).run()
+        result = Campaign(factory, mode="writes", max_examples=50, seed=3, out=tmp_path).run()
     finally:
         factory.close()
     assert result.ok, [f.verdict.violation for f in result.findings]
