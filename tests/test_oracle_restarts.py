@@ -76,3 +76,15 @@ def test_R40_the_restart_must_not_hold_less_than_the_events_recorded() -> None:
 def test_a_run_ledger_that_starts_at_the_restart_is_checked_from_there() -> None:
     evs = _run("restart-after-send")
     assert _verdict(evs[_resumed_at(evs):]) == ("conforms", None, None)
+
+
+def test_malformed_write_events_make_the_run_unreadable_never_a_traceback() -> None:
+    evs = _run("restart-after-send")
+    r = _resumed_at(evs)
+    w = next(i for i, e in enumerate(evs) if e["type"] == "write_recorded")
+    f = next(i for i, e in enumerate(evs) if e["type"] == "execution_finished")
+    for i, field, value in ((w, "op", ["W01"]), (r, "operations", {"a": 1}), (r, "operations", [{"key": 5}]),
+                            (r, "dispatched", -1), (f, "charged", "no"), (w, "from", "elsewhere")):
+        bad = [dict(e) for e in evs]
+        bad[i][field] = value
+        assert _verdict(bad) == ("unreadable", None, None), (field, value)

@@ -2,7 +2,8 @@
 
 Exit 0 when no divergence was found, 1 when one was (each shrunk case is in ``--out``), 2 on a
 usage error or when the implementation cannot be started, 130 when interrupted (Ctrl-C) before any
-divergence was found (campaign.json is written either way).
+divergence was found, 143 when terminated (SIGTERM) and 129 when hung up (SIGHUP) before any was found
+(campaign.json is written either way, and says ``interrupted``).
 """
 
 from __future__ import annotations
@@ -224,11 +225,16 @@ def handle(args: argparse.Namespace) -> int:
         if strict_result is not None:
             body["strictComparison"] = doc(strict_result, out / "strict")
         sys.stdout.write(json_text(body))
-        return EXIT_FOUND if not result.ok else EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+        return EXIT_FOUND if not result.ok else interrupted_exit(result) if result.interrupted else EXIT_OK
     print_summary(result, out, args, color)
     if result.ok:
-        return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+        return interrupted_exit(result) if result.interrupted else EXIT_OK
     return EXIT_FOUND
+
+
+def interrupted_exit(result: Any) -> int:
+    """130 for a Ctrl-C; 128 + the signal's number for SIGTERM (143) and SIGHUP (129)."""
+    return 128 + result.signum if result.signum is not None else EXIT_INTERRUPTED
 
 
 def campaign_status(c: Any, label: str) -> Status:

@@ -217,6 +217,8 @@ class WriteTracker:
             return  # not a write, or answered from the ledger's record of its request (R40): nothing new recorded
         marked = any(o.get("op") == w.OP_IDS["mark_dispatched"] for o in ops)
         charged = ev.get("charged", True)
+        if charged.__class__ is not bool:
+            return  # not a ledger the replay can read: it says so (execution_finished.charged)
         if charged is not marked:
             raise self._diverge(
                 chk, ev, line, "R45", "charged-without-dispatch" if charged else "dispatch-not-charged",
