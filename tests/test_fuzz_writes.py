@@ -215,3 +215,26 @@ def test_the_judge_takes_any_mutation_of_a_writes_trace_without_crashing() -> No
                 cur[p[-1]] = junk
         with contextlib.suppress(TraceError):
             judge(t)
+
+
+@pytest.mark.parametrize(("step", "field"), [
+    ({"config": {"tools": 5, "budget": 1, "principal": "a"}, "calls": [], "script": []}, "steps[0].config.tools"),
+    ({"config": {"tools": writes_tools({"pay": "record"}), "budget": 1, "principal": "a"},
+      "calls": [{"id": "c1", "name": "pay", "arguments": {"order": [1], "amount": 1}}], "script": []},
+     "steps[0].calls[0].arguments.order"),
+    ({"config": {"tools": writes_tools({"pay": "record"}), "budget": 1, "principal": "a"}, "calls": [],
+      "script": [{"restart": "maybe"}]}, "steps[0].script[0]"),
+    ({"config": {"tools": writes_tools({"pay": "record"}), "budget": 1, "principal": "a"}, "calls": [],
+      "script": [], "outages": "x"}, "steps[0].outages"),
+])
+def test_a_malformed_writes_case_file_is_refused_naming_the_field(step: dict[str, Json], field: str,
+                                                                 tmp_path: Any) -> None:
+    import json
+
+    from loopspec.fuzz._model import CaseError
+
+    p = tmp_path / "case.json"
+    p.write_text(json.dumps({"format": "loopspec-fuzz-case/1", "steps": [{"kind": "writes", **step}]}))
+    with pytest.raises(CaseError) as exc:
+        load_case(p)
+    assert f": {field}" in str(exc.value), str(exc.value)
