@@ -80,7 +80,8 @@ def fuzz(
     factory, or an object with ``handle(method, params, call)``). Raises :class:`StartError` or
     :class:`ProtocolFailure` when the implementation cannot even be started.
 
-    ``jobs``: that many worker processes, each with its own implementation (the target must then be
+    ``mode``: ``batch``, ``loop``, or ``writes`` (write tools with lost answers and restarts, protocol v1.2:
+    the target must be a command that announces the ``writes`` capability). ``jobs``: that many worker processes, each with its own implementation (the target must then be
     importable by reference: a command, or a class defined at a module's top level); ``dask``: the
     address of a Dask scheduler whose workers run the shards. ``time_budget``: seconds after which
     no new example starts."""
