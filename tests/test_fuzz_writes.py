@@ -238,3 +238,18 @@ def test_a_malformed_writes_case_file_is_refused_naming_the_field(step: dict[str
     with pytest.raises(CaseError) as exc:
         load_case(p)
     assert f": {field}" in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("st", [
+    wstep(["A", "B", "A", "B"], [{"restart": "not-applied"}, {"value": {"ok": 3}}, {"restart": "not-applied"},
+                                 {"lose": "applied"}], reconcile="record", budget=4, outages=[3]),
+    wstep(["A", "B", "A"], [{"restart": "not-applied"}, {"value": {"ok": 5}}, {"lose": "applied"}],
+          reconcile="record", budget=3, outages=[2]),
+    wstep(["A", "C", "A"], [{"value": {"ok": 1}}, {"lose": "applied"}], budget=2, outages=[1]),
+])
+def test_a_lookup_of_an_unknown_key_belongs_to_that_key_not_to_the_request_before(st: dict[str, Json]) -> None:
+    """R43/R46 (PROTOCOL.md W3): a lookup of B that comes while A's request is decided is B's request's (or
+    the end of the run's) reconciliation, not an eager one; taken as A's, the judge saw B confirmed or
+    reconciled too early (R44 / R46 findings against the correct executor, seeds 11 and 12 of 500 examples)."""
+    trace = run(None, st)
+    assert judge(trace).ok, judge(trace).violation

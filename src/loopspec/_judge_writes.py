@@ -208,6 +208,9 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
             ev = actions[pos]
             if until is not None and ev.get("business") == until and until in asked:
                 return
+            other = ops.get(ev.get("business")) if isinstance(ev.get("business"), str) else None
+            if until is not None and ev.get("business") != until and other is not None and other.state == "unknown":
+                return  # another unknown key's lookup: its own request's, or the end of the run's (PROTOCOL.md W3)
             take_lookup(ev)
             pos += 1
             if until is not None and ev.get("business") == until:
