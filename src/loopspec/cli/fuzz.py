@@ -116,7 +116,7 @@ def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
     """A factory for ``--impl``, checked by one initialize handshake (exit 2 when that fails)."""
     try:
         target = impl_target(args.impl)
-        label = None if isinstance(target, str) else args.impl
+        label = None if isinstance(target, str) and not hasattr(target, "adapter") else args.impl
         factory = ImplFactory(target, timeout=args.timeout, cwd=args.cwd, label=label, **kw)
         probe = factory.open(mode)
         factory.release(probe)
