@@ -11,14 +11,18 @@ Writes a synthetic ledger (real reference-engine runs, relabelled and interleave
   each event to a per-run object that reads only ``seq``, ``type``, ``step``, ``via`` and ``t``
   and checks their order — no state machine, no guard, no field check. No checker that replays
   events in Python can be faster than this, so it bounds what a Python oracle can reach;
+* with ``--stages``, where a check's time per event goes, by difference of passes: the raw parse, the
+  loader's limits, the read loop (demultiplexing, records), the per-run setup, the per-event replay
+  through the reference core; and what the ``--jobs`` scan costs per line another process owns;
 * **check --jobs N** (N = ``--jobs``, default the number of CPUs): the same file split across N
   processes by run (``loopspec.oracle._split``: each process scans every line for its run id and
   checks only its own runs), timed from the first fork to the last merged record, beside the same
   single-core parse rate. Each round prints its own ratios (parse, single check and split check are
   measured one after the other in the round), so a noisy machine shows as spread between rounds.
 
-Prints events per second and the ratios check / limit and check --jobs N / limit, and the machine's load
-average before and after (``os.getloadavg``: the machine is shared, and wall-clock rates fall with its load). With ``--memory`` it also prints the peak
+Prints events per second and the ratios check / limit and check --jobs N / limit (wall clock), the same
+ratios in CPU time (parse CPU against the check's, and against the busiest process of the split: what
+the wall clock would show on free cores), and the machine's load average before and after (``os.getloadavg``: the machine is shared, and wall-clock rates fall with its load). With ``--memory`` it also prints the peak
 RSS of ``loopspec check`` run as a child process (the kernel's figure, which counts the parser's C
 allocations) and tracemalloc's peak for a check in process (Python's allocations only). No assertion: the numbers are for reading.
 
@@ -28,6 +32,7 @@ allocations) and tracemalloc's peak for a check in process (Python's allocations
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -35,6 +40,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -132,12 +138,92 @@ def skeleton(path: Path) -> int:
     return n
 
 
-def best(fn, repeat: int) -> tuple[float, object]:  # type: ignore[no-untyped-def]
+def safe_parse_only(path: Path) -> int:
+    """Read and parse every line with the oracle's own loader (its limits checked), nothing else."""
+    loads = _safejson.fast_loader()
+    n = 0
+    with path.open("rb") as fh:
+        readline = fh.readline
+        while True:
+            line = readline(1 << 24)
+            if not line:
+                break
+            loads(line)
+            n += 1
+    return n
+
+
+@contextlib.contextmanager
+def _without(replay: bool, setup: bool) -> Iterator[None]:
+    """The check with its per-event replay (``RunChecker.feed``) and/or its per-run setup
+    (``RunChecker.__init__``: configuration, core state, compiled groups) replaced by the least that keeps
+    the read loop going (seq, event count, the terminal event ends the run): what remains is what those
+    stages do not cost. For measuring only."""
+    from loopspec._core import RunState
+    from loopspec.oracle._ledger import Checks, RunChecker, cached_run_config
+
+    feed, init = RunChecker.feed, RunChecker.__init__
+    states: dict[int, RunState] = {}
+
+    def bare_feed(self: Any, ev: dict[str, Any], line: int) -> None:
+        self.seq = ev["seq"]
+        self.events += 1
+        self.last_line = line
+        if ev["type"] == "run_terminal":
+            self.terminal = True
+            self.terminal_line = line
+
+    def bare_init(self: Any, tables: Any, run_id: str, started: Any, line: int, config_key: Any = None) -> None:
+        self.t, self.run_id, self.first_line, self.last_line = tables, run_id, line, line
+        self.seq = self.events = 1
+        self.step = 0
+        self.terminal, self.inflight, self.terminal_line, self.concurrent = False, None, 0, False
+        self.checks = Checks()
+        if not states:
+            states[0] = RunState(cached_run_config(started["config"], run_id)[0])
+        self.s = states[0]
+
+    try:
+        if not replay:
+            RunChecker.feed = bare_feed  # type: ignore[method-assign]
+        if not setup:
+            RunChecker.__init__ = bare_init  # type: ignore[method-assign]
+        yield
+    finally:
+        RunChecker.feed, RunChecker.__init__ = feed, init  # type: ignore[method-assign]
+
+
+def stages(path: Path, repeat: int) -> dict[str, float]:
+    """CPU seconds per event of each stage of a check (CPU time: the machine is shared), by difference of
+    passes over the same file (best of ``repeat`` each): the raw parse, the loader's limits, the read loop
+    (demultiplexing, records), the per-run setup, the per-event replay; and the ``--jobs`` scan of a line
+    another process owns."""
+    from loopspec.oracle._split import owned_lines
+
+    def scan() -> int:
+        with path.open("rb") as fh:
+            return sum(1 for _ in owned_lines(fh, 0, 1 << 30, (1 << 24) + 1))  # owns (almost) nothing
+
+    cpu = time.process_time
+    t_raw, n = best(lambda: parse_only(path), repeat, cpu)
+    t_safe, _ = best(lambda: safe_parse_only(path), repeat, cpu)
+    with _without(replay=False, setup=False):
+        t_loop, _ = best(lambda: check(path), repeat, cpu)
+    with _without(replay=False, setup=True):
+        t_setup, _ = best(lambda: check(path), repeat, cpu)
+    t_full, _ = best(lambda: check(path), repeat, cpu)
+    t_scan, _ = best(scan, repeat, cpu)
+    return {"parse": t_raw / n, "limits": (t_safe - t_raw) / n, "loop": (t_loop - t_safe) / n,
+            "setup": (t_setup - t_loop) / n, "replay": (t_full - t_setup) / n, "total": t_full / n,
+            "scan": t_scan / n}
+
+
+def best(fn, repeat: int, clock=time.perf_counter) -> tuple[float, object]:  # type: ignore[no-untyped-def]
     times, out = [], None
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = clock()
         out = fn()
-        times.append(time.perf_counter() - t)
+        times.append(clock() - t)
     return min(times), out
 
 
@@ -178,6 +264,9 @@ def main() -> None:
     ap.add_argument("--parsers", default="orjson,json", help="the parsers to measure single-process (default: both)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="processes for the split check (default: the number of CPUs)")
+    ap.add_argument("--stages", action="store_true",
+                    help="also split the check's time per event into its stages (parse, limits, read loop, run "
+                         "setup, replay; the --jobs scan), by difference of passes")
     args = ap.parse_args()
     print(f"load average before: {_load()} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as d:
@@ -202,11 +291,21 @@ def main() -> None:
                   f"takes {1e6 / skel:.2f} us, leaving {budget:.2f} us for the check itself (it takes "
                   f"{1e6 / rate - 1e6 / skel:.2f} us)")
         _json.use_parser(parsers[0])
+        if args.stages:
+            st = stages(path, args.repeat)
+            print(f"stages of the check ({parsers[0]}), CPU us/event, by difference of passes (best of {args.repeat}): "
+                  f"parse {st['parse'] * 1e6:.2f} + the loader's limits {st['limits'] * 1e6:.2f} + read loop and "
+                  f"records {st['loop'] * 1e6:.2f} + run setup {st['setup'] * 1e6:.2f} + replay "
+                  f"{st['replay'] * 1e6:.2f} = {st['total'] * 1e6:.2f}; the --jobs scan of a line another "
+                  f"process owns: {st['scan'] * 1e6:.2f}")
         print(f"--jobs {args.jobs} on one file ({os.cpu_count()} CPUs; anchor: single-core {parsers[0]} parse rate, "
               "measured in the same round):")
         ratios = []
+        cpu_ratios = []
         for k in range(args.repeat):
+            c0 = time.process_time()
             t_parse, n = best(lambda: parse_only(path), 1)
+            parse_cpu = time.process_time() - c0
             c0 = time.process_time()
             t_one, _ = best(lambda: check(path), 1)
             t_one_cpu = [time.process_time() - c0]
@@ -217,12 +316,17 @@ def main() -> None:
             print(f"  round {k + 1}: parse only {limit:>10,.0f} events/s | check {n / t_one:>10,.0f} events/s = "
                   f"{n / t_one / limit:.0%} | check --jobs {args.jobs} {n / t_jobs:>10,.0f} events/s = "
                   f"{n / t_jobs / limit:.0%} of the limit")
-            print(f"           CPU seconds: one process {t_one_cpu[0]:.2f}; split: busiest process "
-                  f"{_CPU['workers']:.2f}, parent {_CPU['parent']:.2f}, all {_CPU['total']:.2f} (on {args.jobs} free "
-                  f"cores the busiest process bounds the wall time; the machine's load shows as wall > CPU)")
+            print(f"           CPU seconds: parse only {parse_cpu:.2f}; one process {t_one_cpu[0]:.2f}; split: busiest "
+                  f"process {_CPU['workers']:.2f}, parent {_CPU['parent']:.2f}, all {_CPU['total']:.2f} (on {args.jobs} "
+                  f"free cores the busiest process bounds the wall time; the machine's load shows as wall > CPU)")
+            busiest = max(_CPU["workers"], _CPU["parent"])
+            cpu_ratios.append((parse_cpu / t_one_cpu[0], parse_cpu / busiest))
+            print(f"           in CPU time (what free cores would show): check/limit = {cpu_ratios[-1][0]:.0%}, "
+                  f"check --jobs {args.jobs}/limit = {cpu_ratios[-1][1]:.0%} (the busiest process against the parse)")
         best_one, best_jobs = max(r[0] for r in ratios), max(r[1] for r in ratios)
         print(f"  best: check/limit = {best_one:.0%}, check --jobs {args.jobs}/limit = {best_jobs:.0%} "
-              f"(target 50%)")
+              f"(target 50%); in CPU time {max(r[0] for r in cpu_ratios):.0%} and "
+              f"{max(r[1] for r in cpu_ratios):.0%}")
         print(f"load average after: {_load()}")
         if args.memory:
             rss, code = child_peak_rss(path)

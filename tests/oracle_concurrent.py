@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loopspec import CancelToken, Ledger, Limits, Tool, ToolFailure, run_batch, run_loop
+from tests.oracle_mutations import engine_events, interleave, ndjson
 
 Event = dict[str, Any]
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
@@ -66,20 +67,12 @@ def _clock(now: dict[str, float]) -> Callable[[], float]:
     return clock
 
 
-def _events(led: Ledger) -> list[Event]:
-    out = copy.deepcopy(led.events)
-    for e in out:
-        if "durationMs" in e:
-            e["durationMs"] = 0.0
-    return out
-
-
 def batch(run_id: str, calls: list[Any], perm: tuple[int, ...], *, budget: int = 3, mode: str = "continue",
           max_concurrency: int = 3, fail: set[str] = frozenset(), overlap: str | None = None) -> list[Event]:  # type: ignore[assignment]
     led = Ledger()
     run_batch(calls, tools=tools(fail=fail), budget=budget, mode=mode, principal="alice", ledger=led, run_id=run_id,
               max_concurrency=max_concurrency, schedule=order(perm), overlap=overlap)
-    return _events(led)
+    return engine_events(led)
 
 
 def loop(run_id: str, script: list[Any], perm: tuple[int, ...], *, max_concurrency: int = 3,
@@ -92,7 +85,7 @@ def loop(run_id: str, script: list[Any], perm: tuple[int, ...], *, max_concurren
              limits=limits or Limits(max_rounds=4, max_executions=8, max_requests=16, max_retries=1, deadline=60.0),
              mode="continue", principal="alice", clock=_clock(now), ledger=led, run_id=run_id,
              max_concurrency=max_concurrency, schedule=order(perm, before), cancel=cancel)
-    return _events(led)
+    return engine_events(led)
 
 
 def _cancelled(run_id: str) -> list[Event]:
@@ -204,20 +197,6 @@ FAILURES: dict[str, tuple[str, str, Callable[[], list[Event]]]] = {
         "R30", "overlapping calls to a tool recorded without its read-only hint (so a barrier)",
         lambda: _config(batch("conc-barrier-overlapped", [call(0), call(1)], (1, 0)), _lose_read_only)),
 }
-
-
-def ndjson(evs: list[Event]) -> str:
-    return "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in evs)
-
-
-def interleave(runs: list[list[Event]]) -> list[Event]:
-    out: list[Event] = []
-    queues = [list(r) for r in runs]
-    while any(queues):
-        for q in queues:
-            if q:
-                out.append(q.pop(0))
-    return out
 
 
 def cases() -> dict[str, tuple[str, int, list[str], str]]:

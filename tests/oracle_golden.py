@@ -13,25 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.oracle_mutations import MUTATIONS, mutated, scenarios
+from tests.oracle_mutations import MUTATIONS, interleave, mutated, ndjson, scenarios
 
 GOLDEN = Path(__file__).parent / "golden" / "oracle"
 
 Event = dict[str, Any]
-
-
-def _ndjson(evs: list[Event]) -> str:
-    return "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in evs)
-
-
-def _interleave(runs: list[list[Event]]) -> list[Event]:
-    out: list[Event] = []
-    queues = [list(r) for r in runs]
-    while any(queues):
-        for q in queues:
-            if q:
-                out.append(q.pop(0))
-    return out
 
 
 def _chat(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -199,13 +185,13 @@ def write_inputs() -> list[dict[str, Any]]:
         (GOLDEN / name).write_text(text, encoding="utf-8")
         manifest.append({"file": name, "inputFormat": fmt, "exit": exit_code, "rules": rules, "doc": doc})
 
-    put("ledger-pass.ndjson", _ndjson(_interleave(list(scen.values()))), 0, [],
+    put("ledger-pass.ndjson", ndjson(interleave(list(scen.values()))), 0, [],
         "genuine reference-engine runs of every scenario, interleaved")
     for m in MUTATIONS:
         evs = mutated(m, scen)
-        put(f"ledger-fail-{m.name}.ndjson", _ndjson(evs), 1, [m.rule], f"{m.doc} ({m.scenario} scenario)")
-    both = _interleave([mutated(MUTATIONS[0], scen), copy.deepcopy(scen["merchants"])])
-    put("ledger-mixed.ndjson", _ndjson(both), 1, [MUTATIONS[0].rule],
+        put(f"ledger-fail-{m.name}.ndjson", ndjson(evs), 1, [m.rule], f"{m.doc} ({m.scenario} scenario)")
+    both = interleave([mutated(MUTATIONS[0], scen), copy.deepcopy(scen["merchants"])])
+    put("ledger-mixed.ndjson", ndjson(both), 1, [MUTATIONS[0].rule],
         "a violating run interleaved with a conforming one: both are checked")
     from tests.oracle_concurrent import cases as concurrent_cases
     from tests.oracle_concurrent import telemetry_cases

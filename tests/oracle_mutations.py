@@ -9,6 +9,7 @@ report. Used by the golden corpus generator and by the mutation-sensitivity test
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,11 +48,28 @@ def _clock(step: float = 0.5) -> Callable[[], float]:
     return clock
 
 
-def _events(led: Ledger) -> list[Event]:
+def engine_events(led: Ledger) -> list[Event]:
+    """A copy of an engine run's ledger events with the durations zeroed (the rest is deterministic)."""
     out = copy.deepcopy(led.events)
     for e in out:
         if "durationMs" in e:
             e["durationMs"] = 0.0
+    return out
+
+
+def ndjson(evs: list[Event]) -> str:
+    """Events as an NDJSON ledger file's text."""
+    return "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in evs)
+
+
+def interleave(runs: list[list[Event]]) -> list[Event]:
+    """The events of several runs in one ledger, one event of each run in turn."""
+    out: list[Event] = []
+    queues = [list(r) for r in runs]
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
     return out
 
 
@@ -62,7 +80,7 @@ def loop(run_id: str, script: list[Any], *, fail: dict[int, str] | None = None, 
     kw.setdefault("mode", "continue")
     run_loop(lambda turn: script[turn.round - 1], tools=_tools(fail), principal="alice", clock=_clock(), ledger=led,
              run_id=run_id, record_arguments=record, **kw)
-    return _events(led)
+    return engine_events(led)
 
 
 def batch(run_id: str, calls: list[Any], *, budget: int = 4, mode: str = "continue", fail: dict[int, str] | None = None,
@@ -70,7 +88,7 @@ def batch(run_id: str, calls: list[Any], *, budget: int = 4, mode: str = "contin
     led = Ledger()
     run_batch(calls, tools=_tools(fail), budget=budget, mode=mode, principal="alice", ledger=led, run_id=run_id,
               record_arguments=record)
-    return _events(led)
+    return engine_events(led)
 
 
 def merchants(run_id: str) -> list[Event]:
@@ -95,7 +113,7 @@ def merchants(run_id: str) -> list[Event]:
     run_loop(model, tools=d.tools(), authorize=d.authorize, principal="tenant-a", clock=_clock(),
              limits=Limits(max_rounds=4, max_executions=6, max_requests=12, max_retries=1), mode="continue",
              ledger=led, run_id=run_id)
-    return _events(led)
+    return engine_events(led)
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from loopspec.cli import main
-from loopspec.cli.check import _Reading
+from loopspec.cli.check import _END, _Reading, results
+from loopspec.oracle._stream import Options
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "oracle"
 PASS = GOLDEN / "ledger-pass.ndjson"
@@ -82,3 +83,28 @@ def test_progress_on_a_terminal_rewrites_one_line(tmp_path: Path) -> None:
     piped = subprocess.run([sys.executable, "-m", "loopspec", "check", str(ledger), "--quiet"], capture_output=True,
                            text=True, timeout=120)
     assert piped.returncode == 0 and piped.stderr == "" and "check:" not in piped.stdout
+
+
+def test_progress_of_one_file_split_across_processes_counts_bytes(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    """--jobs 2 on one ledger: the line counts the bytes the processes have read (the slowest one's position),
+    as one process does, not files."""
+    ledger = tmp_path / "big.ndjson"
+    runs = PASS.read_text().splitlines()
+    with ledger.open("w") as fh:
+        for i in range(40):
+            for line in runs:
+                fh.write(line.replace('"run":"', f'"run":"r{i}-', 1) + "\n")
+    assert main(["check", str(ledger), "--jobs", "2", "--progress", "--quiet"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    total = ledger.stat().st_size / 1e6
+    assert err[-1].startswith(f"check: {total:,.1f}/{total:,.1f} MB (100%)"), err
+    r = _Reading([str(ledger)], parallel=False)
+    seen = []
+    for item, _summary in results([str(ledger)], "auto", Options(), 2, on_open=r.opened, on_read=r.reading):
+        if r.read is not None and not seen:  # the first record: the processes have read at least a block
+            seen.append(r.status(1.0))
+        if item is not _END:
+            assert r.read is not None
+    assert seen and seen[0].unit == "bytes" and 0 < seen[0].done <= seen[0].total == ledger.stat().st_size
+    assert r.read is not None and r.read() == ledger.stat().st_size  # every process read the whole file

@@ -299,7 +299,7 @@ def test_invariants_read_nothing_outside_their_read_set() -> None:
 
 def test_read_sets_and_clock_reads_are_found_in_the_source() -> None:
     reads = invariant_read_sets()
-    assert reads["INV-EXEC-BUDGET"] == {"config", "executions"}
+    assert reads["INV-EXEC-BUDGET"] == {"config", "executions", "uncharged"}  # R45: charged executions
     assert "bindings" in reads["INV-BINDING-STABLE"]
     assert read_set(core.inv_one_terminal) == {"status", "stop_reason", "terminations"}
     assert reads_clock(core.GUARDS["deadline_passed"]) and reads_clock(core.GUARDS["retry_allowed"])
@@ -366,9 +366,10 @@ def test_clone_copies_every_field() -> None:
     facts of INV-DECISION / INV-DEADLINE / INV-RETRY-DUE live in new fields)."""
     fields = {f.name for f in dataclasses.fields(RunState)}
     s = RunState(core.RunConfig(schemas={}))
-    for f in fields - {"config", "bindings", "requests", "answers", "executions", "per_tool", "held"}:
+    for f in fields - {"config", "bindings", "requests", "answers", "executions", "per_tool", "held", "uncharged_per_tool"}:
         setattr(s, f, f"value of {f}")
     s.held = {3: core.Answer(3, 1, "c1", "ok")}
+    s.uncharged_per_tool = {"t": 1}
     s.executions = [Execution(0, "t", "p", 1, 2, None, True, 3, True, True, True)]
     t = clone(s)
     for f in fields:

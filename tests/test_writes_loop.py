@@ -77,18 +77,18 @@ def scripted(*rounds: list[tuple[str, str]]) -> Any:
 
 def test_R44_a_write_proposed_again_under_a_new_call_id_is_answered_from_the_ledger(tmp_path: Path) -> None:
     world = World()
-    out = run_loop(scripted([("c1", "A")], [("c2", "A")]), tools=[world.tool()], ledger=tmp_path / "ops.sqlite")
+    out = run_loop(scripted([("c1", "A")], [("c2", "A")]), tools=[world.tool()], operation_ledger=tmp_path / "ops.sqlite")
     assert [r["status"] for r in out.results] == ["ok", "ok"] and out.results[0]["output"] == out.results[1]["output"]
     assert world.effects == {"A": 1} and out.status == "COMPLETED" and out.unreconciled == ()
     # the key's scope is the principal (R37): a later run of the same principal does not send it either
-    again = run_loop(scripted([("x9", "A")]), tools=[world.tool()], ledger=tmp_path / "ops.sqlite")
+    again = run_loop(scripted([("x9", "A")]), tools=[world.tool()], operation_ledger=tmp_path / "ops.sqlite")
     assert again.results[0]["output"] == {"order": "A"} and world.effects == {"A": 1}
 
 
 def test_R42_OUTCOME_UNKNOWN_reaches_the_model_with_its_next_action_and_is_never_retried() -> None:
     world = World(lose=1, lookup_down=True)
     ops = MemoryOperationLedger()
-    out = run_loop(scripted([("c1", "A")], [("c2", "A")]), tools=[world.tool()], ledger=ops, mode="continue")
+    out = run_loop(scripted([("c1", "A")], [("c2", "A")]), tools=[world.tool()], operation_ledger=ops, mode="continue")
     first, second = out.results
     assert first["code"] == second["code"] == "OUTCOME_UNKNOWN"
     assert first["next_action"] == "WAIT_FOR_RECONCILIATION" and "outcome is not known" in first["message"]
@@ -106,7 +106,7 @@ def test_R42_in_abort_mode_OUTCOME_UNKNOWN_ends_the_run_TRUNCATED_UNRECONCILED()
         asked.append(turn.round)
         return scripted([("c1", "A")], [("c2", "A")])(turn)
 
-    out = run_loop(model, tools=[world.tool()], ledger=MemoryOperationLedger(), mode="abort")
+    out = run_loop(model, tools=[world.tool()], operation_ledger=MemoryOperationLedger(), mode="abort")
     assert (out.status, out.stop_reason, out.aborted) == ("TRUNCATED", "UNRECONCILED", (0, "OUTCOME_UNKNOWN"))
     assert out.results == () or list(out.results) == [], "the aborting request gets no entry (R13)"
     assert "T34" in out.transitions and asked == [1] and world.effects == {"A": 1}
@@ -116,12 +116,12 @@ def test_R42_in_abort_mode_OUTCOME_UNKNOWN_ends_the_run_TRUNCATED_UNRECONCILED()
 def test_R46_a_run_whose_write_is_still_unknown_at_its_end_is_TRUNCATED_not_COMPLETED() -> None:
     """T35 final_answer_unreconciled: the final answer does not make the run COMPLETED while a write is unknown."""
     world = World(lose=1, lookup_down=True)
-    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], ledger=MemoryOperationLedger(), mode="continue")
+    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], operation_ledger=MemoryOperationLedger(), mode="continue")
     assert (out.status, out.stop_reason, out.coverage) == ("TRUNCATED", "UNRECONCILED", "PARTIAL")
     assert out.transitions[-1] == "T35" and out.final is None and len(out.unreconciled) == 1
     # the end-of-run reconciliation settles it when the lookup answers: then the final answer completes the run
     world = World(lose=1)
-    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], ledger=MemoryOperationLedger(), mode="continue")
+    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], operation_ledger=MemoryOperationLedger(), mode="continue")
     assert out.results[0]["code"] == "OUTCOME_UNKNOWN" and out.unreconciled == ()
     assert (out.status, out.stop_reason, out.transitions[-1]) == ("COMPLETED", "FINAL_ANSWER", "T06")
 
@@ -129,7 +129,7 @@ def test_R46_a_run_whose_write_is_still_unknown_at_its_end_is_TRUNCATED_not_COMP
 def _ledger_of(mode: str, lookup_down: bool) -> tuple[Any, list[dict[str, Any]]]:
     led = Ledger()
     out = run_loop(scripted([("c1", "A")], [("c2", "B")]), tools=[World(lose=1, lookup_down=lookup_down).tool()],
-                   ledger=led, operations=MemoryOperationLedger(), mode=mode)
+                   ledger=led, operation_ledger=MemoryOperationLedger(), mode=mode)
     return out, [dict(e) for e in led.events]
 
 
@@ -162,17 +162,17 @@ def test_R42_the_oracle_catches_a_run_in_abort_mode_that_goes_on_after_OUTCOME_U
 
 def test_R43_an_unknown_outcome_is_reconciled_by_lookup_before_the_key_is_sent_again() -> None:
     world = World(lose=1)
-    out = run_loop(scripted([("c1", "A")], [("c2", "A")]), tools=[world.tool()], ledger=MemoryOperationLedger())
+    out = run_loop(scripted([("c1", "A")], [("c2", "A")]), tools=[world.tool()], operation_ledger=MemoryOperationLedger())
     assert [r.get("code") for r in out.results] == ["OUTCOME_UNKNOWN", None]
     assert out.results[1]["output"] == {"order": "A"} and world.effects == {"A": 1} and out.unreconciled == ()
 
 
 def test_R41_a_definite_rejection_is_a_failure_and_R45_budgets_count_dispatch_marks() -> None:
     world = World(reject="NOT_FOUND_OR_NOT_ACCESSIBLE")
-    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], ledger=MemoryOperationLedger(), mode="continue")
+    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], operation_ledger=MemoryOperationLedger(), mode="continue")
     assert out.results[0]["code"] == "NOT_FOUND_OR_NOT_ACCESSIBLE" and world.effects == {}
     ops = MemoryOperationLedger()
-    run_loop(scripted([("c1", "A")]), tools=[World(reject="INTERNAL_ERROR").tool()], ledger=ops, run_id="r-1",
+    run_loop(scripted([("c1", "A")]), tools=[World(reject="INTERNAL_ERROR").tool()], operation_ledger=ops, run_id="r-1",
              mode="continue")
     assert ops.dispatches("r-1") == 1
 
@@ -187,16 +187,16 @@ def test_R36_R37_a_write_declaration_is_checked_when_the_tool_is_defined() -> No
 
 def test_R46_resume_needs_the_operation_ledger_and_write_tools(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="operation ledger"):
-        resume("r", scripted(), tools=[World().tool()], ledger=None)
+        resume("r", scripted(), tools=[World().tool()], operation_ledger=None)
     with pytest.raises(EngineError, match="no write tools"):
-        resume("r", scripted(), tools=[Tool.define("t", lambda a, c: 1)], ledger=tmp_path / "ops.sqlite")
+        resume("r", scripted(), tools=[Tool.define("t", lambda a, c: 1)], operation_ledger=tmp_path / "ops.sqlite")
 
 
 def test_R46_resume_reconciles_every_unknown_outcome_before_anything_else(tmp_path: Path) -> None:
     """A run whose write's answer was lost and whose lookup was down ends listing it; resume asks first."""
     world = World(lose=1, lookup_down=True)
     ops = tmp_path / "ops.sqlite"
-    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], ledger=ops, run_id="r-7")
+    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], operation_ledger=ops, run_id="r-7")
     assert len(out.unreconciled) == 1
     world.lookup_down = False
     calls: list[int] = []
@@ -208,7 +208,7 @@ def test_R46_resume_reconciles_every_unknown_outcome_before_anything_else(tmp_pa
         led.close()
         return scripted([("c1", "A")])(turn)
 
-    again = resume("r-7", model, tools=[world.tool()], ledger=ops)
+    again = resume("r-7", model, tools=[world.tool()], operation_ledger=ops)
     assert again.results[0]["code"] == "OUTCOME_UNKNOWN"  # request 0's recorded answer (R40), nothing sent
     assert world.effects == {"A": 1} and again.unreconciled == () and calls
 
@@ -250,3 +250,55 @@ def test_a_write_is_refused_where_it_would_run_without_its_ledger() -> None:
         asyncio.run(arun_loop(scripted(), tools=[tool]))
     with pytest.raises(EngineError, match="only in run_loop"):
         asyncio.run(arun_batch(calls, tools=[tool], budget=2))
+
+
+def test_the_operation_ledger_has_its_own_parameter_and_the_old_spellings_warn(tmp_path: Path) -> None:
+    """run_loop's ``ledger=`` is the run ledger (R27); the operation ledger (section 6) is ``operation_ledger=``.
+    Until 0.2 an operation ledger given as ``ledger=`` or ``operations=`` still works, with a DeprecationWarning."""
+    import warnings
+
+    world, ops, led = World(), MemoryOperationLedger(), Ledger()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new spelling warns about nothing
+        out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], ledger=led, operation_ledger=ops, run_id="r-1")
+    assert out.status == "COMPLETED" and [o.state for o in ops.operations("r-1")] == ["confirmed"] and led.events
+    for ref, old in (("B", {"ledger": tmp_path / "old.sqlite"}),
+                     ("C", {"ledger": Ledger(), "operations": MemoryOperationLedger()})):
+        with pytest.warns(DeprecationWarning, match="operation_ledger="):
+            out = run_loop(scripted([("c1", ref)]), tools=[world.tool()], run_id="r-2", **old)  # type: ignore[arg-type]
+        assert out.status == "COMPLETED"
+    with pytest.warns(DeprecationWarning, match="operation_ledger="):
+        again = resume("r-2", scripted([("c1", "B")]), tools=[world.tool()], ledger=tmp_path / "old.sqlite")
+    assert again.results[0]["status"] == "ok" and world.effects == {"A": 1, "B": 1, "C": 1}
+    with pytest.raises(EngineError, match="given twice"):
+        run_loop(scripted(), tools=[world.tool()], ledger=ops, operation_ledger=ops)
+
+
+def test_R45_a_write_answered_from_the_operation_ledger_is_not_charged_against_the_execution_budget() -> None:
+    """Budgets count dispatches (R45): with max_executions=2, order A, A again under a new call id (a replay from
+    the operation ledger, W09: nothing sent) and B are all executed — the replay recorded no dispatch mark, so it
+    is not charged, and B is the second charged execution. Before R45's loop clause the replay used the budget up
+    and B was refused BUDGET_EXHAUSTED."""
+    from loopspec import Limits
+
+    world, led = World(), Ledger()
+    out = run_loop(scripted([("c1", "A")], [("c2", "A"), ("c3", "B")]), tools=[world.tool()], ledger=led,
+                   operation_ledger=MemoryOperationLedger(), limits=Limits(max_executions=2), mode="continue")
+    assert [r["status"] for r in out.results] == ["ok", "ok", "ok"], out.results
+    assert world.effects == {"A": 1, "B": 1} and out.executed == 3 and out.status == "COMPLETED"
+    evs = [dict(e) for e in led.events]
+    finished = [e for e in evs if e["type"] == "execution_finished"]
+    assert [e.get("charged", True) for e in finished] == [True, False, True]
+    schema = _ledger_schema()
+    assert [p for e in evs if (p := problem(e, schema[e["type"]], e["type"]))] == []
+    assert _check(evs) == [("conforms", None)]
+    # the oracle recomputes the budget from the charged executions: the replay marked charged is one too many
+    finished[1].pop("charged")
+    (verdict, rule), = _check(evs)
+    assert (verdict, rule) == ("violates", "R9")
+    # and a third charged write would have been refused: the budget is still the application's (R9)
+    world = World()
+    out = run_loop(scripted([("c1", "A")], [("c2", "B"), ("c3", "C")]), tools=[world.tool()],
+                   operation_ledger=MemoryOperationLedger(), limits=Limits(max_executions=2), mode="continue",
+                   on_limit="error-result")
+    assert [r.get("code") for r in out.results] == [None, None, "BUDGET_EXHAUSTED"] and world.effects == {"A": 1, "B": 1}

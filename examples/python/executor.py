@@ -12,6 +12,14 @@ trusted principal (R16) and, for loop mode, rounds and limits (R18-R22).
     python3 executor.py --concurrent     # protocol v1.1: runs overlapping calls concurrently
                                          # (SPEC.md section 5, R29-R35; --bug conc-* are its races)
 
+Protocol v1.2 (capability ``writes``, PROTOCOL.md section 8): ``writes.run`` carries write tools
+through a durable operation ledger (SQLite in the step's ``stateDir``): intent, dispatch mark, send,
+result, each one transaction (R39, R40); a lost answer is OUTCOME_UNKNOWN (R42) and is reconciled by
+``tool.lookup`` before anything is sent again (R43); a confirmed key is answered from the ledger
+(R44); a new process on the same state directory recovers the run (R46). ``--bug key-by-call-id``,
+``retry-without-lookup``, ``record-after-dispatch`` and ``timeout-as-failure`` are the broken
+variants of spec/writes.toml.
+
 In concurrent mode (capability ``concurrency``; only batches whose params carry ``concurrency``)
 the executor is a single-threaded event loop, the shape of ``asyncio.wait(FIRST_COMPLETED)``: it
 takes requests up in request order, checking and reserving each in one step (R31), starts each
@@ -24,8 +32,11 @@ stdout carries only protocol messages; logs go to stderr.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
+import os
+import sqlite3
 import sys
 import time
 from typing import Any
@@ -72,7 +83,14 @@ BUGS = {
     "conc-inflight-replay": "R33: a repeated id whose execution is still running is executed again",
     "conc-abort-first-in-time": "R34: abort mode stops at the first failure to arrive, dropping earlier requests still running",
     "conc-no-cancel": "R35: executions still running when the batch aborts are dropped without being cancelled",
+    # write tools (writes.run, protocol v1.2): the broken variants of spec/writes.toml
+    "key-by-call-id": "R37: a write's idempotency key is its call id, so the same write under a new id is sent again",
+    "retry-without-lookup": "R43: an unknown outcome (a lost answer, a restart) is sent again without a lookup",
+    "record-after-dispatch": "R39: the write is sent before its dispatch mark is recorded; a crash in between "
+                             "leaves an intent that recovery sends again",
+    "timeout-as-failure": "R42: a lost answer (timeout) is recorded as a failure and answered DEPENDENCY_TEMPORARY",
 }
+WRITE_BUGS = ("key-by-call-id", "retry-without-lookup", "record-after-dispatch", "timeout-as-failure")
 CONCURRENT_BUGS = tuple(b for b in BUGS if b.startswith("conc-"))
 
 CODES = {  # code -> (kind, next_action, safe message): the code table of spec/loop.toml
@@ -87,6 +105,8 @@ CODES = {  # code -> (kind, next_action, safe message): the code table of spec/l
     "TOOL_BUDGET_EXHAUSTED": ("limit", "STOP", "This tool's execution budget is used up."),
     "DEPENDENCY_TEMPORARY": ("failure", "RETRY_WITH_BUDGET", "A dependency is temporarily unavailable."),
     "INTERNAL_ERROR": ("failure", "STOP", "The tool failed with an internal error."),
+    "OUTCOME_UNKNOWN": ("unknown", "WAIT_FOR_RECONCILIATION", "The write was sent but its outcome is not known yet. "
+                        "It will be checked before it is sent again; do not repeat it under other arguments."),
 }
 STOP_REASON = {  # escalating code -> (status, stop reason)
     "REQUEST_LIMIT": ("TRUNCATED", "MAX_REQUESTS"), "DEADLINE_EXCEEDED": ("TRUNCATED", "DEADLINE"),
@@ -514,6 +534,176 @@ class ConcurrentBatch:
 
 
 # --------------------------------------------------------------------------------------------
+# Write tools (protocol v1.2, SPEC.md section 6): a durable operation ledger in SQLite
+# --------------------------------------------------------------------------------------------
+
+LOST = -32002  # tool.execute's answer was lost (a timeout): the write may or may not have been applied
+
+
+class WritesRun:
+    """One ``writes.run``: every request of the run through the operation ledger in ``stateDir``.
+    Each state change is one SQLite transaction (autocommit), so a process killed at any point leaves
+    the ledger as it was after the last completed change; a new process resumes the run (R46)."""
+
+    def __init__(self, rpc: Rpc, bug: str | None, p: dict[str, Json]) -> None:
+        self.rpc, self.bug = rpc, bug
+        self.tools = {t["name"]: t for t in p["tools"]}
+        self.principal, self.run_id, self.budget = p["principal"], p["runId"], p["budget"]
+        self.calls = p["calls"]
+        path = os.path.join(p["stateDir"], "ledger.sqlite")
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript("""
+            CREATE TABLE IF NOT EXISTS ops (key TEXT PRIMARY KEY, run TEXT, tool TEXT, arguments TEXT,
+                                            state TEXT, result TEXT);
+            CREATE TABLE IF NOT EXISTS marks (run TEXT, key TEXT);
+            CREATE TABLE IF NOT EXISTS answers (run TEXT, idx INTEGER, answer TEXT, PRIMARY KEY (run, idx));""")
+
+    # -- the ledger ----------------------------------------------------------------------------
+    def state(self, key: str) -> tuple[str, Json]:
+        row = self.db.execute("SELECT state, result FROM ops WHERE key = ?", (key,)).fetchone()
+        return (row[0], json.loads(row[1]) if row[1] is not None else None) if row else ("absent", None)
+
+    def put(self, key: str, state: str, call: dict[str, Json] | None = None, result: Json = None) -> None:
+        if call is not None:
+            self.db.execute("INSERT OR REPLACE INTO ops VALUES (?,?,?,?,?,NULL)",
+                            (key, self.run_id, call["name"], json.dumps(call["arguments"]), state))
+        else:
+            self.db.execute("UPDATE ops SET state = ?, result = ? WHERE key = ?",
+                            (state, json.dumps(result) if result is not None else None, key))
+
+    def mark(self, key: str) -> None:
+        """The dispatch mark (W02), one transaction with what the budget counts (R45)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute("UPDATE ops SET state = 'dispatched' WHERE key = ?", (key,))
+        self.db.execute("INSERT INTO marks VALUES (?, ?)", (self.run_id, key))
+        self.db.execute("COMMIT")
+
+    def marks(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM marks WHERE run = ?", (self.run_id,)).fetchone()[0])
+
+    # -- keys (R37) --------------------------------------------------------------------------
+    def key(self, call: dict[str, Json]) -> str:
+        if self.bug == "key-by-call-id":
+            return call["id"]
+        t = self.tools[call["name"]]
+        spec = t["key"]
+        doc = {"tool": t["name"], "principal": self.principal, "scope": spec.get("scope", "principal"),
+               "run": self.run_id if spec.get("scope") == "run" else None,
+               "arguments": {a: call["arguments"][a] for a in spec["arguments"]}}
+        return hashlib.sha256(canonical(doc).encode()).hexdigest()
+
+    # -- the external system -------------------------------------------------------------------
+    def ask(self, method: str, call: dict[str, Json], key: str) -> dict[str, Json]:
+        """A request to the harness; the whole response message (result or error)."""
+        params = {"name": call["name"], "arguments": call["arguments"],
+                  "context": {"principal": self.principal, "idempotencyKey": key}}
+        if method == "tool.execute":
+            params["callId"] = call["id"]
+        self.rpc.next_id += 1
+        self.rpc.send({"jsonrpc": "2.0", "id": self.rpc.next_id, "method": method, "params": params})
+        msg = self.rpc.read()
+        while msg is not None and "method" not in msg and msg.get("id") != self.rpc.next_id:
+            msg = self.rpc.read()
+        if msg is None:
+            sys.exit(0)
+        return msg
+
+    def lookup(self, key: str, call: dict[str, Json]) -> str:
+        """Reconcile an unknown key (R43): its state afterwards."""
+        if self.tools[call["name"]].get("reconcile") == "none":
+            return "unknown"
+        msg = self.ask("tool.lookup", call, key)
+        res = msg.get("result")
+        if not isinstance(res, dict):
+            return "unknown"  # unavailable (W08)
+        if res.get("applied") is True:
+            self.put(key, "confirmed", result=res.get("output"))
+            return "confirmed"
+        self.put(key, "failed")
+        return "failed"
+
+    def send(self, key: str, call: dict[str, Json]) -> dict[str, Json]:
+        if self.bug != "record-after-dispatch":
+            self.mark(key)  # durable before the send (R39)
+        msg = self.ask("tool.execute", call, key)
+        if self.bug == "record-after-dispatch":
+            self.mark(key)
+        if "result" in msg:
+            out = msg["result"].get("output") if isinstance(msg["result"], dict) else None
+            self.put(key, "confirmed", result=out)
+            return {"id": call["id"], "status": "ok", "output": out}
+        err = msg.get("error") or {}
+        if err.get("code") == LOST:
+            if self.bug == "timeout-as-failure":
+                self.put(key, "failed")
+                return self.error(call, "DEPENDENCY_TEMPORARY")
+            self.put(key, "unknown")
+            return self.error(call, "OUTCOME_UNKNOWN")
+        data = err.get("data") if isinstance(err.get("data"), dict) else {}
+        cat = data.get("category") if data.get("category") in FAILURES else "INTERNAL_ERROR"
+        self.put(key, "failed")
+        return self.error(call, cat)
+
+    def error(self, call: dict[str, Json], code: str) -> dict[str, Json]:
+        return {"id": call["id"], "status": "error", "code": code, "message": CODES[code][2],
+                "next_action": CODES[code][1]}
+
+    # -- one request ---------------------------------------------------------------------------
+    def decide(self, call: dict[str, Json]) -> dict[str, Json]:
+        key = self.key(call)
+        for _ in range(4):
+            state, result = self.state(key)
+            if state == "confirmed":
+                return {"id": call["id"], "status": "ok", "output": result}  # from the ledger (R44)
+            if state in ("unknown", "dispatched") and self.bug != "retry-without-lookup":
+                if state == "dispatched":
+                    self.put(key, "unknown")
+                if self.lookup(key, call) == "unknown":
+                    return self.error(call, "OUTCOME_UNKNOWN")
+                continue
+            if state == "intent":
+                return self.send(key, call)  # an intent without a mark was never sent (R39)
+            if self.marks() >= self.budget:
+                return self.error(call, "BUDGET_EXHAUSTED")
+            self.put(key, "intent", call)
+            return self.send(key, call)
+        return self.error(call, "OUTCOME_UNKNOWN")
+
+    def reconcile_all(self) -> None:
+        if self.bug == "retry-without-lookup":
+            return
+        rows = self.db.execute("SELECT key, tool, arguments FROM ops WHERE run = ? AND state = 'unknown' ORDER BY key",
+                               (self.run_id,)).fetchall()
+        for key, tool, arguments in rows:
+            self.lookup(key, {"id": "", "name": tool, "arguments": json.loads(arguments)})
+
+    def run(self) -> dict[str, Json]:
+        # recovery (R46): a dispatch mark without a result is an unknown outcome; reconcile them all first
+        if self.bug != "retry-without-lookup":
+            self.db.execute("UPDATE ops SET state = 'unknown' WHERE run = ? AND state = 'dispatched'", (self.run_id,))
+        self.reconcile_all()
+        results = []
+        for i, call in enumerate(self.calls):
+            row = self.db.execute("SELECT answer FROM answers WHERE run = ? AND idx = ?", (self.run_id, i)).fetchone()
+            if row is not None:
+                results.append(json.loads(row[0]))  # answered before a restart
+                continue
+            a = self.decide(call)
+            self.db.execute("INSERT OR IGNORE INTO answers VALUES (?, ?, ?)", (self.run_id, i, json.dumps(a)))
+            results.append(a)
+        # the end of the run (R46): never-sent intents are abandoned, unknown outcomes reconciled once more
+        self.db.execute("UPDATE ops SET state = 'failed' WHERE run = ? AND state = 'intent'", (self.run_id,))
+        self.reconcile_all()
+        unknown = [r[0] for r in self.db.execute("SELECT key FROM ops WHERE run = ? AND state IN ('unknown', "
+                                                 "'dispatched') ORDER BY key", (self.run_id,))]
+        self.db.close()
+        return {"results": results, "status": "TRUNCATED" if unknown else "COMPLETED",
+                "stopReason": "UNRECONCILED" if unknown else None, "unreconciled": unknown}
+
+
+# --------------------------------------------------------------------------------------------
 # JSON-RPC 2.0 plumbing over stdin/stdout, one message per line
 # --------------------------------------------------------------------------------------------
 
@@ -579,7 +769,7 @@ class Rpc:
                 continue  # a response nobody waits for (a cancelled execution's): ignored (C6)
             try:
                 if method == "initialize":
-                    caps = {"batch": True, "loop": True}
+                    caps = {"batch": True, "loop": True, "writes": True}
                     if self.concurrent:
                         caps["concurrency"] = True
                     result: Json = {"name": "example-python", "version": "1.1", "capabilities": caps}
@@ -587,13 +777,15 @@ class Rpc:
                     result = ex.batch_run(params)
                 elif method == "loop.run":
                     result = ex.loop_run(params)
+                elif method == "writes.run":
+                    result = WritesRun(self, bug, params).run()
                 elif method == "shutdown":
                     self.send({"jsonrpc": "2.0", "id": rid, "result": None})
                     return
                 else:
                     self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "method not found"}})
                     continue
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, sqlite3.Error) as exc:
                 print(f"executor: bad params: {exc!r}", file=sys.stderr, flush=True)
                 self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "invalid params"}})
                 continue

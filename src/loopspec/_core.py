@@ -471,6 +471,9 @@ class Outcome:
     ok: bool
     output: Json = None
     category: str | None = None
+    #: section 6 (R45): False when a write's execution recorded no dispatch mark (answered from the operation
+    #: ledger, nothing sent, or refused by the dispatch budget): the execution does not use the budgets up
+    charged: bool = True
 
     @staticmethod
     def success(output: Json) -> Outcome:
@@ -575,6 +578,10 @@ class RunState:
     #: section 6 (R46): the run's write keys still unknown after the end-of-run reconciliation, set by the
     #: engine when the final answer arrives (empty in a run without write tools)
     unreconciled: tuple[str, ...] = ()
+    #: section 6 (R45): executions whose outcome says they recorded no dispatch mark (not charged), in all and
+    #: per tool; the budgets count the executions started less these (0 in a run without write tools)
+    uncharged: int = 0
+    uncharged_per_tool: dict[str, int] = field(default_factory=dict)
     model_failed: bool = False
     input_exhausted: bool = False
     cursor: int = 0
@@ -663,7 +670,24 @@ def _arguments_valid(s: RunState) -> bool:
 def _tool_budget_left(s: RunState) -> bool:
     name = s.current.name
     assert isinstance(name, str)
-    return within(s.per_tool.get(name, 0), s.config.tool_limit(name))
+    return within(s.per_tool.get(name, 0) - s.uncharged_per_tool.get(name, 0), s.config.tool_limit(name))
+
+
+def charged(s: RunState) -> int:
+    """The executions the budgets count (R9, R45): every execution started but those whose outcome says that
+    a write recorded no dispatch mark."""
+    return s.executed - s.uncharged
+
+
+def _set_outcome(s: RunState, ex: Execution, outcome: Outcome | None) -> None:
+    """Give ``ex`` its (latest) outcome, keeping the count of uncharged executions (R45) in step."""
+    was = ex.outcome is not None and not ex.outcome.charged
+    now = outcome is not None and not outcome.charged
+    if was != now:
+        d = 1 if now else -1
+        s.uncharged += d
+        s.uncharged_per_tool[ex.tool] = s.uncharged_per_tool.get(ex.tool, 0) + d
+    ex.outcome = outcome
 
 
 def _fx(s: RunState) -> Execution:
@@ -762,7 +786,7 @@ GUARDS: Final[Mapping[str, Callable[[RunState], bool]]] = {
     "id_fresh": lambda s: s.binding_class() == "fresh",
     "id_unresolved": lambda s: s.binding_class() == "unresolved",
     "authorized": lambda s: s.current.authorized is not False,
-    "budget_left": lambda s: within(s.executed, s.config.limits.max_executions),
+    "budget_left": lambda s: within(charged(s), s.config.limits.max_executions),
     "tool_budget_left": _tool_budget_left,
     "result_arrived": lambda s: s.arrival is not None,
     "take_up_blocked": take_up_blocked,
@@ -874,7 +898,7 @@ def begin_execution(s: RunState) -> Execution:
 def begin_retry(s: RunState) -> None:
     ex = _fx(s)
     ex.attempts += 1
-    ex.outcome = None  # the new attempt has no outcome yet
+    _set_outcome(s, ex, None)  # the new attempt has no outcome yet (and is charged: reserved again, R45)
     if _deadline_passed(s):
         ex.late_retries += 1
     s.retries += 1
@@ -883,7 +907,7 @@ def begin_retry(s: RunState) -> None:
 
 def record_outcome(s: RunState, outcome: Outcome) -> None:
     s.outcome = outcome
-    _fx(s).outcome = outcome
+    _set_outcome(s, _fx(s), outcome)
 
 
 def land(s: RunState) -> None:
@@ -897,7 +921,7 @@ def land(s: RunState) -> None:
     if _deadline_passed(s):
         ex.landed_late = True
     s.outcome = outcome
-    ex.outcome = outcome
+    _set_outcome(s, ex, outcome)
 
 
 def run_on(s: RunState) -> None:
@@ -1074,17 +1098,26 @@ def _answers_by_index(s: RunState) -> dict[int, Answer]:
     return {a.index: a for a in s.answers}
 
 
+def _is_charged(e: Execution) -> bool:
+    return e.outcome is None or e.outcome.charged
+
+
 def inv_exec_budget(s: RunState) -> bool:
-    return within(s.executed - 1, s.config.limits.max_executions) if s.executed else True
+    n = charged(s)
+    return within(n - 1, s.config.limits.max_executions) if n else True
 
 
 def inv_tool_budget(s: RunState) -> bool:
     counts: dict[str, int] = {}
+    free: dict[str, int] = {}
     for e in s.executions:
         counts[e.tool] = counts.get(e.tool, 0) + 1
-    return counts == {k: v for k, v in s.per_tool.items() if v} and all(
-        within(n - 1, s.config.tool_limit(t)) for t, n in counts.items()
-    )
+        if not _is_charged(e):
+            free[e.tool] = free.get(e.tool, 0) + 1
+    return (counts == {k: v for k, v in s.per_tool.items() if v}
+            and free == {k: v for k, v in s.uncharged_per_tool.items() if v} and sum(free.values()) == s.uncharged
+            and all(within(n - free.get(t, 0) - 1, s.config.tool_limit(t)) for t, n in counts.items()
+                    if n > free.get(t, 0)))
 
 
 def inv_request_budget(s: RunState) -> bool:
@@ -1322,7 +1355,7 @@ def inv_decision(s: RunState) -> bool:
                 return False
         if admitted and valid and binding != "conflict":
             bound.setdefault(cid, key)
-        if ex is not None:
+        if ex is not None and _is_charged(ex):  # R45: a write that recorded no dispatch mark is not charged
             started += 1
             started_per_tool[ex.tool] = started_per_tool.get(ex.tool, 0) + 1
             if ex.outcome is not None and ex.outcome.ok:
@@ -1539,16 +1572,7 @@ def drive(
             _drive_round_concurrently(s, outcome_for, authorize, arrive or _lowest_first, now, step, finish)
         while s.status is None and s.cursor < len(s.response):
             now()
-            admit_pending(s)
-            action, code, binds = gate(s, authorize)
-            if binds:
-                bind_id(s)
-            if action == REJECT:
-                assert code is not None
-                answer_error(s, code)
-            elif action == REPLAY:
-                answer_replay(s)
-            else:
+            if _take_up(s, authorize):
                 ex = begin_execution(s)
                 step("executing")
                 record_outcome(s, outcome_for(s, ex))
@@ -1571,6 +1595,23 @@ def drive(
             end_round(s)
             step("decided")
     return s
+
+
+def _take_up(s: RunState, authorize: Callable[[RunState, Request], bool]) -> bool:
+    """Take up the call at the cursor: admit it, gate it (binding its id when the gate says so) and answer a
+    rejection or a replay at once. True when the call goes on to execute (the caller begins it)."""
+    admit_pending(s)
+    action, code, binds = gate(s, authorize)
+    if binds:
+        bind_id(s)
+    if action == REJECT:
+        assert code is not None
+        answer_error(s, code)
+        return False
+    if action == REPLAY:
+        answer_replay(s)
+        return False
+    return True
 
 
 def _lowest_first(s: RunState, must: bool) -> int | None:
@@ -1625,16 +1666,7 @@ def _drive_round_concurrently(
         else:
             if s.cursor >= len(s.response):
                 return  # T07: nothing in flight, the proposal all taken up
-            admit_pending(s)
-            action, code, binds = gate(s, authorize)
-            if binds:
-                bind_id(s)
-            if action == REJECT:
-                assert code is not None
-                answer_error(s, code)
-            elif action == REPLAY:
-                answer_replay(s)
-            else:
+            if _take_up(s, authorize):
                 begin_execution(s)  # T20: checks and reservation in one step
                 step("executing")
                 run_on(s)  # T31

@@ -15,6 +15,7 @@ import inspect
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -646,6 +647,7 @@ class _Run:
             "execution_finished", t.id, index=r.index, callId=r.call_id, tool=r.name, ordinal=ex.ordinal,
             attempt=ex.attempts, outcome="ok" if outcome.ok else outcome.category, durationMs=ms,
             outputDigest=digest(outcome.output) if outcome.ok else None,
+            **({} if outcome.charged else {"charged": False}),  # R45: a write that recorded no dispatch mark
         )
 
     def _land(self, t: Transition) -> None:
@@ -728,12 +730,16 @@ class _Run:
         ev = self.ctx_events.get(ex.request)
         if ev is not None:
             ev.set()
-        if self.bg is not None:
-            self.bg.abandon(ex.request, partial(self._late, ex))
+        self._abandon_running(ex)
         if self.s.arrival is not None and self.s.arrival[0] == ex.request:  # arrived, never landed
             outcome = self.s.arrival[1]
             self.s.arrival = None
             self._late(ex, outcome)
+
+    def _abandon_running(self, ex: core.Execution) -> None:
+        """The abandoned execution's work in the background: its result, when it comes, is discarded."""
+        if self.bg is not None:
+            self.bg.abandon(ex.request, partial(self._late, ex))
 
     def _late(self, ex: core.Execution, outcome: Outcome) -> None:
         self._discard(ex, outcome, "execution abandoned")
@@ -860,13 +866,21 @@ class _Run:
                         self._cancel_now()
                         continue
             with self._terminal_lock:
-                if state == "proposed" and not core.waits(s):
-                    core.admit_pending(s)
-                trigger = self.drive[state]
-            fired = self.trigger(trigger)  # type: ignore[attr-defined]
-            if not fired and not s.terminal:
-                raise EngineError(f"spec gap: no transition from {state!r} on {trigger!r} is enabled")
+                self._admit(state)
+            self._fire(state)
         return self._outcome()
+
+    def _admit(self, state: str) -> None:
+        """Before a step from ``proposed``: the next call is admitted unless the run waits (section 5)."""
+        if state == "proposed" and not core.waits(self.s):
+            core.admit_pending(self.s)
+
+    def _fire(self, state: str) -> None:
+        """The step from ``state``: its driving event; a spec that enables no transition is a gap."""
+        trigger = self.drive[state]
+        fired = self.trigger(trigger)  # type: ignore[attr-defined]
+        if not fired and not self.s.terminal:
+            raise EngineError(f"spec gap: no transition from {state!r} on {trigger!r} is enabled")
 
 
 _MODEL_RAISED = object()
@@ -881,11 +895,21 @@ def _output_outcome(tl: Tool, output: Json) -> Outcome:
 
 class WriteAnswer(Exception):
     """A write's error answer from the operation ledger (section 6): its code as is — ``OUTCOME_UNKNOWN``
-    (R42) or the budget's — not mapped to a failure category."""
+    (R42) or the budget's — not mapped to a failure category; ``charged`` False when the write recorded no
+    dispatch mark (R45)."""
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, charged: bool = True) -> None:
         super().__init__(code)
         self.code = code
+        self.charged = charged
+
+
+@dataclass(frozen=True, slots=True)
+class Uncharged:
+    """A write's successful answer for which no dispatch mark was recorded (a replay from the operation
+    ledger, a recorded answer after a restart): its execution is not charged (R45)."""
+
+    output: Json
 
 
 def _run_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome:
@@ -895,9 +919,12 @@ def _run_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome
     except ToolFailure as f:
         return Outcome.failure(f.category)
     except WriteAnswer as a:
-        return Outcome(False, None, a.code)
+        return Outcome(False, None, a.code, charged=a.charged)
     except Exception:
         return Outcome.failure("INTERNAL_ERROR")
+    if isinstance(output, Uncharged):
+        o = _output_outcome(tl, output.output)
+        return Outcome(o.ok, o.output, o.category, charged=False)
     return _output_outcome(tl, output)
 
 
@@ -948,6 +975,28 @@ def _concurrency(spec: Spec, tools: Mapping[str, Tool], max_concurrency: int | N
     return mc, pol, barriers
 
 
+def _batch_config(spec: Spec, tm: Mapping[str, Tool], budget: int, mode: str, principal: str, run_id: str | None,
+                  max_concurrency: int | None, overlap: str | None) -> tuple[RunConfig, str]:
+    """The run configuration of one batch (:func:`run_batch`, :func:`arun_batch`): ``budget`` is
+    max_executions, the limit policy follows ``mode`` (R20); writes are refused."""
+    _no_writes(tm)
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
+    mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
+    config = RunConfig(
+        schemas={n: t.schema for n, t in tm.items()},
+        limits=Limits(max_executions=budget),
+        mode=mode,
+        on_limit="throw" if mode == "abort" else "error-result",
+        principal=principal,
+        run_id=run_id or f"batch-{uuid.uuid4().hex[:12]}",
+        batch=True,
+        max_concurrency=mc,
+        barriers=barriers,
+    )
+    return config, pol
+
+
 def _background(schedule: Schedule | None) -> Background | None:
     return ScriptedBackground(schedule) if schedule is not None else None
 
@@ -977,21 +1026,7 @@ def run_batch(
     """
     spec = spec or load_spec()
     tm = _tool_map(tools)
-    _no_writes(tm)
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-        raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
-    mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
-    config = RunConfig(
-        schemas={n: t.schema for n, t in tm.items()},
-        limits=Limits(max_executions=budget),
-        mode=mode,
-        on_limit="throw" if mode == "abort" else "error-result",
-        principal=principal,
-        run_id=run_id or f"batch-{uuid.uuid4().hex[:12]}",
-        batch=True,
-        max_concurrency=mc,
-        barriers=barriers,
-    )
+    config, pol = _batch_config(spec, tm, budget, mode, principal, run_id, max_concurrency, overlap)
     proposal = list(calls)
     run = _Run(
         spec, config, tm, lambda turn: proposal, clock=lambda: 0.0, authorize=None,
@@ -1037,6 +1072,22 @@ def _loop_config(spec: Spec, tm: Mapping[str, Tool], limits: Limits | None, mode
     return config, pol
 
 
+def _ledgers(ledger: Any, operation_ledger: Any, operations: Any, who: str) -> tuple[Ledger | None, Any]:
+    """(the run ledger, the operation ledger) from ``run_loop``'s / ``resume``'s arguments. Until 0.2 an
+    operation ledger was also taken as ``ledger=`` (a path, a URL or an OperationLedger) or ``operations=``:
+    still accepted, with a DeprecationWarning."""
+    ops = operation_ledger
+    for name, value in (("operations", operations), ("ledger", ledger)):
+        if value is None or (name == "ledger" and isinstance(value, Ledger)):
+            continue
+        if ops is not None:
+            raise EngineError(f"{who}: the operation ledger is given twice (operation_ledger= and {name}=)")
+        warnings.warn(f"{who}(..., {name}=<operation ledger>) is deprecated: pass it as operation_ledger= "
+                      "(ledger= is the run ledger, a loopspec.Ledger)", DeprecationWarning, stacklevel=3)
+        ops = value
+    return (ledger if isinstance(ledger, Ledger) else None), ops
+
+
 def run_loop(
     model: Callable[[Turn], Json],
     *,
@@ -1048,7 +1099,7 @@ def run_loop(
     clock: Callable[[], float] = time.monotonic,
     authorize: Callable[[str, str, dict[str, Json]], bool] | None = None,
     cancel: CancelToken | None = None,
-    ledger: Any = None,
+    ledger: Ledger | None = None,
     run_id: str | None = None,
     spec: Spec | None = None,
     record_arguments: bool = False,
@@ -1056,16 +1107,18 @@ def run_loop(
     max_concurrency: int | None = None,
     overlap: str | None = None,
     schedule: Schedule | None = None,
+    operation_ledger: Any = None,
     operations: Any = None,
     _resuming: bool = False,
 ) -> RunOutcome:
     """Run the whole tool-calling loop with ``model`` until exactly one terminal state (R18–R26).
 
-    Write tools (``Tool.define(..., write=WriteTool(...), lookup=...)``, section 6) run through a durable
-    operation ledger: ``ledger="ops.sqlite"`` (a path: SQLite) or an ``OperationLedger`` object; a run
-    ledger (:class:`Ledger`) given as ``ledger`` is the run's event ledger as before, and ``operations``
-    names the operation ledger then. Without one, writes use an in-memory operation ledger (nothing
-    survives the process). After a crash, :func:`resume` continues the run.
+    ``ledger`` is the run ledger (:class:`Ledger`, R27): the events of the run. Write tools
+    (``Tool.define(..., write=WriteTool(...), lookup=...)``, section 6) run through a durable
+    **operation ledger**, ``operation_ledger``: a path (SQLite), a ``postgresql://`` URL or an
+    ``OperationLedger`` object. Without one, writes use an in-memory operation ledger (nothing survives the
+    process). After a crash, :func:`resume` continues the run. (Deprecated, for one release: an operation
+    ledger given as ``ledger=`` or as ``operations=``; both warn with a DeprecationWarning.)
 
     ``model(turn)`` returns a list of calls (``{"id", "name", "arguments"}``) or
     ``{"final": "..."}``. Limits default to ``[defaults.loop]`` of the spec; ``clock`` is injected
@@ -1075,7 +1128,7 @@ def run_loop(
     """
     spec = spec or load_spec()
     tm = _tool_map(tools)
-    events, ops = (ledger, operations) if ledger is None or isinstance(ledger, Ledger) else (None, ledger)
+    events, ops = _ledgers(ledger, operation_ledger, operations, "run_loop")
     config, pol = _loop_config(spec, tm, limits, mode, on_limit, principal, run_id, max_concurrency, overlap)
     from ._writeloop import writes_for_run
 
@@ -1189,10 +1242,7 @@ class _ARun(_Run):
         self.done.append(ex.request)
         self.wake.set()
 
-    def _abandon(self, ex: core.Execution) -> None:
-        ev = self.ctx_events.get(ex.request)
-        if ev is not None:
-            ev.set()
+    def _abandon_running(self, ex: core.Execution) -> None:
         task = self.tasks.get(ex.request)
         if ex.request in self.results:  # finished, never landed
             o, _ = self.results.pop(ex.request)
@@ -1200,10 +1250,6 @@ class _ARun(_Run):
             self._late(ex, o)
         elif task is not None and not task.done():
             task.cancel()
-        if self.s.arrival is not None and self.s.arrival[0] == ex.request:
-            outcome = self.s.arrival[1]
-            self.s.arrival = None
-            self._late(ex, outcome)
 
     def _cancelled(self) -> bool:
         return self.cancel_token is not None and self.cancel_token.cancelled
@@ -1294,11 +1340,8 @@ class _ARun(_Run):
                 if self._cancelled():
                     self._cancel_now()
                     continue
-                if state == "proposed" and not core.waits(s):
-                    core.admit_pending(s)
-                fired = self.trigger(self.drive[state])  # type: ignore[attr-defined]
-                if not fired and not s.terminal:
-                    raise EngineError(f"spec gap: no transition from {state!r} on {self.drive[state]!r} is enabled")
+                self._admit(state)
+                self._fire(state)
         return self._outcome()
 
 
@@ -1321,15 +1364,7 @@ async def arun_batch(
     """:func:`run_batch` with async tools (coroutine functions; plain ones run in worker threads)."""
     spec = spec or load_spec()
     tm = _tool_map(tools, allow_async=True)
-    _no_writes(tm)
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-        raise ValueError(f"budget must be a non-negative integer, got {budget!r}")
-    mc, pol, barriers = _concurrency(spec, tm, max_concurrency, overlap)
-    config = RunConfig(
-        schemas={n: t.schema for n, t in tm.items()}, limits=Limits(max_executions=budget), mode=mode,
-        on_limit="throw" if mode == "abort" else "error-result", principal=principal,
-        run_id=run_id or f"batch-{uuid.uuid4().hex[:12]}", batch=True, max_concurrency=mc, barriers=barriers,
-    )
+    config, pol = _batch_config(spec, tm, budget, mode, principal, run_id, max_concurrency, overlap)
     proposal = list(calls)
     run = _ARun(
         spec, config, tm, lambda turn: proposal, clock=lambda: 0.0, authorize=None,

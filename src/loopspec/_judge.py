@@ -1167,8 +1167,12 @@ def judge(trace: Json, *, spec: Spec | None = None, profile: Profile | str | Non
         params = profile
     if params is not None and params.strict(spec or default_spec()):
         params = None  # the strict default is exactly the core's reference
+    if kind == "writes":  # protocol v1.2 (PROTOCOL.md section 8): section 6's judge; no profiles
+        from ._judge_writes import judge_writes
+
+        return judge_writes(trace, spec=spec)
     if kind not in ("batch", "loop"):
-        raise TraceError("trace.kind", "must be \"batch\" or \"loop\"")
+        raise TraceError("trace.kind", "must be \"batch\", \"loop\" or \"writes\"")
     if kind == "batch":
         run = judge_batch
     else:

@@ -306,6 +306,8 @@ class WriteExecutor:
     #: seconds a request waits for another run's write of the same key in flight (R44) before it is
     #: answered OUTCOME_UNKNOWN
     wait: float = 5.0
+    #: whether the latest :meth:`call` recorded a dispatch mark (what the loop's budgets charge, R45)
+    marked: bool = False
     _args: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -332,6 +334,7 @@ class WriteExecutor:
              reuse: bool = True) -> dict[str, Any]:
         """The answer to request ``index`` of the run: recorded once; after a restart the recorded one (when it
         answered the same call id). ``reuse=False``: decide again (a retry of the execution, R23)."""
+        self.marked = False
         done = self.ledger.answer(self.run_id, index) if reuse else None
         if done is not None and done.get("id") == call_id:
             return dict(done)
@@ -401,6 +404,7 @@ class WriteExecutor:
     def _dispatch(self, h: WriteHandler, key: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         if not self.policy.record_after_dispatch:
             self.ledger.transition(key, "mark_dispatched", run_id=self.run_id)
+            self.marked = True
             self.crash_hook("after-dispatch-mark")
         try:
             output = h.send(arguments, key)
@@ -413,6 +417,7 @@ class WriteExecutor:
         self.crash_hook("after-send")
         if self.policy.record_after_dispatch:
             self.ledger.transition(key, "mark_dispatched", run_id=self.run_id)
+            self.marked = True
         t = w.on_response(response, self.policy)
         self.ledger.transition(key, t, run_id=self.run_id, result=output)
         self.crash_hook("after-result")

@@ -31,7 +31,7 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
                                                              Callable[[], list[str]] | None]]:
     """(the run's tools, write tools wrapped; what to apply to the run's outcome; the end-of-run
     reconciliation the engine runs when the final answer arrives (R46, T35), or None without writes)."""
-    from ._engine import EngineError, ToolFailure, WriteAnswer
+    from ._engine import EngineError, ToolFailure, Uncharged, WriteAnswer
 
     writes = {n: t for n, t in tools.items() if t.write is not None}
     if not writes:
@@ -65,12 +65,13 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
             with lock:  # one write at a time: the executor answers a run's requests in order
                 current[name] = ctx
                 answer = ex.call(ctx.request_index, ctx.call_id, name, arguments, reuse=ctx.attempt <= 1)
+                charged = ex.marked  # R45: only an execution that recorded a dispatch mark uses the budgets up
             if answer["status"] == "ok":
-                return answer["output"]
+                return answer["output"] if charged else Uncharged(answer["output"])
             code = answer["code"]
-            if code in core.FAILURE_CATEGORIES:
+            if code in core.FAILURE_CATEGORIES and charged:
                 raise ToolFailure(code)
-            raise WriteAnswer(code)  # OUTCOME_UNKNOWN (R42), BUDGET_EXHAUSTED (R45)
+            raise WriteAnswer(code, charged)  # OUTCOME_UNKNOWN (R42), BUDGET_EXHAUSTED (R45), a recorded answer
         return fn
 
     wrapped = {n: (dataclasses.replace(t, fn=through_ledger(n)) if n in writes else t) for n, t in tools.items()}
@@ -92,17 +93,21 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
             ledger.close()
 
 
-def resume(run_id: str, model: Callable[[Any], Any], *, tools: Any, ledger: Any, **kwargs: Any) -> Any:
-    """Continue run ``run_id`` after a crash (SPEC.md R46), from its operation ledger ``ledger`` (a path to
-    the SQLite file, or an OperationLedger object): first every write of the run whose outcome is unknown —
-    a dispatch mark without a result, or an unknown answer — is reconciled through its tool's lookup (R43);
-    then the loop runs again under ``run_id`` with ``model`` and ``tools`` (the same ones, and the same
-    principal, as the crashed run): a request whose answer the ledger recorded gets it again, a confirmed
-    key is answered from the ledger (R44), and nothing is sent twice. Other keyword arguments are
-    :func:`run_loop`'s. Returns the run's outcome; ``outcome.unreconciled`` lists the keys still unknown."""
-    from ._engine import EngineError, run_loop
-    from ._ledger import Ledger
+def resume(run_id: str, model: Callable[[Any], Any], *, tools: Any, operation_ledger: Any = None, ledger: Any = None,
+           **kwargs: Any) -> Any:
+    """Continue run ``run_id`` after a crash (SPEC.md R46), from its operation ledger ``operation_ledger`` (a path
+    to the SQLite file, a ``postgresql://`` URL, or an OperationLedger object): first every write of the run
+    whose outcome is unknown — a dispatch mark without a result, or an unknown answer — is reconciled through
+    its tool's lookup (R43); then the loop runs again under ``run_id`` with ``model`` and ``tools`` (the same
+    ones, and the same principal, as the crashed run): a request whose answer the ledger recorded gets it
+    again, a confirmed key is answered from the ledger (R44), and nothing is sent twice. ``ledger`` is the run
+    ledger (a :class:`~loopspec.Ledger`) the resumed run's events go to. Other keyword arguments are
+    :func:`run_loop`'s. Returns the run's outcome; ``outcome.unreconciled`` lists the keys still unknown.
+    (Deprecated, for one release: the operation ledger given as ``ledger=``, with a DeprecationWarning.)"""
+    from ._engine import EngineError, _ledgers, run_loop
 
-    if ledger is None or isinstance(ledger, Ledger):
-        raise EngineError("resume needs the run's operation ledger: a path to its SQLite file or an OperationLedger")
-    return run_loop(model, tools=tools, ledger=ledger, run_id=run_id, _resuming=True, **kwargs)
+    events, ops = _ledgers(ledger, operation_ledger, kwargs.pop("operations", None), "resume")
+    if ops is None:
+        raise EngineError("resume needs the run's operation ledger (operation_ledger=): a path to its SQLite file, "
+                          "a postgresql:// URL or an OperationLedger")
+    return run_loop(model, tools=tools, ledger=events, operation_ledger=ops, run_id=run_id, _resuming=True, **kwargs)

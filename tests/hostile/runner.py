@@ -69,6 +69,15 @@ def _tagged(tag: str) -> list[tuple[int, str]]:
     return found
 
 
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` for a child that must take Ctrl-C the way a command typed at a terminal does: SIGINT at
+    its default action. A program started with SIGINT ignored keeps it ignored (Python does not install its
+    KeyboardInterrupt handler then, and loopspec leaves it so: that is how ``cmd &`` and ``nohup`` keep a
+    terminal's Ctrl-C away from a background job). A test process started as a background job has SIGINT
+    ignored, and its children would inherit that and never see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cli(args: Sequence[str], *, wall: float = 60.0, cwd: str | Path | None = None,
             stdin: bytes | None = None, env: Mapping[str, str] | None = None,
             settle: float = 0.3) -> CliRun:

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from .runner import TAG, _tagged, assert_all_json_parses, assert_sane, run_cli, strict_json, written_files
+from .runner import (
+    TAG,
+    _tagged,
+    as_from_a_terminal,
+    assert_all_json_parses,
+    assert_sane,
+    run_cli,
+    strict_json,
+    written_files,
+)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 IMPL = Path(__file__).resolve().parent / "impls" / "hostile_impl.py"
@@ -162,12 +171,14 @@ def test_ctrl_c_writes_campaign_json_and_leaves_nothing_running(tmp_path: Path) 
     proc = subprocess.Popen(
         [sys.executable, "-m", "loopspec", "fuzz", "--impl", impl("blank-lines"), "--out", str(tmp_path),
          "--timeout", "30", "--max-examples", "5", "--quiet"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=as_from_a_terminal)  # SIGINT at its default even when this test runs as a background job
     # Ctrl-C while the campaign waits on the implementation: once the implementation runs (the tagged
-    # process running hostile_impl.py; the fuzzer's forked generator carries the tag too), well inside
-    # the 30 s deadline of the first step; a fixed sleep raced the fuzzer's own start-up under load
+    # process whose program is hostile_impl.py — not loopspec itself or its forked generator, whose
+    # command lines name it too, as --impl's value), well inside the 30 s deadline of the first step;
+    # a fixed sleep raced the fuzzer's own start-up under load
     t0 = time.monotonic()
-    while not [pid for pid, cmd in _tagged(tag) if "hostile_impl" in cmd] and time.monotonic() - t0 < 60:
+    while not [pid for pid, cmd in _tagged(tag) if cmd.split()[1:2] == [str(IMPL)]] and time.monotonic() - t0 < 60:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.1)
     time.sleep(1)
@@ -195,3 +206,25 @@ def test_shrink_time_bounds_the_campaign_after_the_first_divergence(tmp_path: Pa
     assert_sane(run, exit_code=1)
     assert time.monotonic() - t0 < 40
     assert "R6" in findings(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# Protocol v1.2 (writes.run): a hostile implementation of write tools is a finding, never a crash
+# --------------------------------------------------------------------------------------------
+
+WRITES_IMPL = Path(__file__).resolve().parent / "impls" / "hostile_writes_impl.py"
+
+
+@pytest.mark.parametrize(("mode", "rule"), [
+    ("no-key", "P5"), ("lookup-list", "P5"),
+    ("bad-result", "R39"), ("short-result", "R39"),  # it sends nothing: request #0 was never dispatched (first)
+    ("stranger", None), ("crash-on-resume", None),
+])
+def test_a_hostile_writes_implementation_is_a_finding(mode: str, rule: str | None, tmp_path: Path) -> None:
+    run = fuzz(tmp_path, f"{sys.executable} {WRITES_IMPL} {mode}", "--mode", "writes", "--max-examples", "6",
+               "--shrink-time", "3", wall=90)
+    assert_sane(run, exit_code=1)
+    found = findings(tmp_path)
+    if rule is not None:
+        assert rule in found, sorted(found)
+    assert_all_json_parses(written_files(tmp_path))

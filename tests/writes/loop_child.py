@@ -39,9 +39,9 @@ def tools(remote: Remote, mode: str) -> list[Tool]:
 def main(ops: str, remote_path: str, mode: str, how: str) -> None:
     remote = Remote(remote_path, mode)
     if how == "run":
-        out = run_loop(model, tools=tools(remote, mode), ledger=ops, run_id="loop-1", principal="merchant-7")
+        out = run_loop(model, tools=tools(remote, mode), operation_ledger=ops, run_id="loop-1", principal="merchant-7")
     else:
-        out = resume("loop-1", model, tools=tools(remote, mode), ledger=ops, principal="merchant-7")
+        out = resume("loop-1", model, tools=tools(remote, mode), operation_ledger=ops, principal="merchant-7")
     print(json.dumps({**out.to_json(), "unreconciled": list(out.unreconciled)}))
 
 

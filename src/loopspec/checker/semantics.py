@@ -202,6 +202,8 @@ def clone(s: RunState) -> RunState:
         response=s.response,
         final=s.final,
         unreconciled=s.unreconciled,
+        uncharged=s.uncharged,
+        uncharged_per_tool=s.uncharged_per_tool.copy(),
         model_failed=s.model_failed,
         input_exhausted=s.input_exhausted,
         cursor=s.cursor,

@@ -10,23 +10,34 @@ Each subcommand is a module of this package (``loopspec/cli/<command>.py``) expo
 ``register(subparsers)``; the handler it sets returns the exit code. The options several commands
 share (``--spec``, ``--format``, ``--progress``) come from :mod:`._common`. Bad input never produces a traceback; set
 ``LOOPSPEC_DEBUG=1`` to see one for an internal error.
+
+This module imports nothing at module level but :mod:`sys`: the ``loopspec`` script's
+``from loopspec.cli import main`` is then over at once, and everything else — the commands, the
+engine, the spec — is imported inside :func:`main`, where a Ctrl-C ends with ``interrupted`` and
+exit 130 instead of a traceback. ``loopspec --version`` imports no command at all.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._engine import EngineError
-from .._spec import SpecError, using_spec
-from .._text import SafeStream, printable
-from ._common import EXIT_FOUND, EXIT_OK, EXIT_USAGE, UsageError, plain_help
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 __all__ = ["COMMAND_MODULES", "EXIT_FOUND", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
+
+_FROM_COMMON = ("EXIT_FOUND", "EXIT_OK", "EXIT_USAGE", "UsageError")
+
+
+def __getattr__(name: str) -> Any:
+    """The exit codes and :class:`UsageError` live in :mod:`._common` (imported when first asked for)."""
+    if name in _FROM_COMMON:
+        from . import _common
+
+        return getattr(_common, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -35,6 +46,11 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
+    from ._common import plain_help
+
     parser = argparse.ArgumentParser(
         prog="loopspec",
         description="A formal spec, reference engine and conformance tools for LLM tool-calling loops.",
@@ -53,8 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     prints goes through :class:`~loopspec._text.SafeStream`: whatever an input file or an
     implementation put in a report, no control character reaches the terminal raw."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err, progress=True)  # type: ignore[assignment]
     try:
+        from .._text import SafeStream
+
+        sys.stdout, sys.stderr = SafeStream(out), SafeStream(err, progress=True)  # type: ignore[assignment]
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C before a command started (importing the commands, parsing)
         print("loopspec: interrupted", file=sys.stderr)
@@ -64,16 +82,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:  # the commands are not needed for it
+        return _print_version()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from .. import __version__
+        return _print_version()
+    from ._common import EXIT_OK, EXIT_USAGE, UsageError
 
-        print(f"loopspec {__version__}")
-        return EXIT_OK
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
+    from .._engine import EngineError
+    from .._spec import SpecError, using_spec
+    from .._text import printable
+
     try:
         # --spec (every command reading the spec has it: _common.add_spec_option) is the default spec
         # for the whole command: the engine, the judge, the checker and the oracle all use it
@@ -102,6 +125,13 @@ def _main(argv: Sequence[str] | None) -> int:
         return 70
 
 
+def _print_version() -> int:
+    from .. import __version__
+
+    print(f"loopspec {__version__}")
+    return 0
+
+
 #: Commands that only read the spec's data; every other one runs the reference engine or core on it.
 DATA_ONLY: tuple[str, ...] = ("spec", "diagram")
 
@@ -111,6 +141,7 @@ def _runnable(args: argparse.Namespace, spec: Any) -> None:
     if args.command in DATA_ONLY:
         return
     from .._core import check_against_spec
+    from .._engine import EngineError
 
     problems = check_against_spec(spec)
     if problems:
@@ -120,6 +151,10 @@ def _runnable(args: argparse.Namespace, spec: Any) -> None:
 
 def raise_internal(args: argparse.Namespace, exc: Exception) -> None:
     """Report an internal error in one line (re-raise it with LOOPSPEC_DEBUG=1)."""
+    import os
+
+    from .._text import printable
+
     if os.environ.get("LOOPSPEC_DEBUG"):
         raise exc
     print(

@@ -276,10 +276,12 @@ def _file_job(args: tuple[str, str, Options]) -> FileResult:
 
 
 def results(files: Sequence[str], fmt: str, opts: Options, jobs: int,
-            on_open: Callable[[IO[bytes]], None] | None = None) -> Iterator[tuple[RunRecord | InputError,
-                                                                                  Summary | None]]:
+            on_open: Callable[[IO[bytes]], None] | None = None,
+            on_read: Callable[[Callable[[], int]], None] | None = None) -> Iterator[tuple[RunRecord | InputError,
+                                                                                          Summary | None]]:
     """Records and errors in file order; a file's summary follows its last item (as the second element).
-    ``on_open`` sees each file as it is opened (one process only).
+    ``on_open`` sees each file as it is opened (one process only); ``on_read`` is given how to tell the
+    bytes read of a file split across processes.
 
     With one ledger file and ``jobs`` other than 1, the file itself is split across processes by run
     (``oracle._split``): the same records in the same order."""
@@ -287,7 +289,7 @@ def results(files: Sequence[str], fmt: str, opts: Options, jobs: int,
     if len(files) == 1 and workers > 1 and files[0] != "-" and fmt in ("auto", "ledger") \
             and os.path.isfile(files[0]) and (fmt == "ledger" or is_ledger(files[0], opts)):
         s = Summary()
-        for item in check_split(files[0], workers, options=opts, summary=s):
+        for item in check_split(files[0], workers, options=opts, summary=s, on_read=on_read):
             yield item, None
         yield _END, s
         return
@@ -328,8 +330,13 @@ class _Reading:
         self.done_files = 0
         self.done_bytes = 0
         self.fd: int | None = None
+        self.read: Callable[[], int] | None = None  # the bytes read of a file split across processes
         self.runs = 0
         self.violations = 0
+
+    def reading(self, read: Callable[[], int]) -> None:
+        """The open file is read by other processes: ``read()`` tells how far they are."""
+        self.read = read
 
     def opened(self, fh: IO[bytes]) -> None:
         try:
@@ -342,6 +349,7 @@ class _Reading:
         self.done_bytes += size or 0
         self.done_files += 1
         self.fd = None
+        self.read = None
 
     def status(self, seconds: float) -> Status:
         phase = f"{self.runs:,} runs checked"
@@ -350,7 +358,9 @@ class _Reading:
                           finding="violation", phase=phase)
         pos = 0
         fd = self.fd
-        if fd is not None and self.done_files < len(self.sizes):
+        if self.read is not None and self.done_files < len(self.sizes):
+            pos = min(self.read(), self.sizes[self.done_files] or 0)
+        elif fd is not None and self.done_files < len(self.sizes):
             try:
                 pos = min(os.lseek(fd, 0, os.SEEK_CUR), self.sizes[self.done_files] or 0)
             except OSError:
@@ -396,7 +406,8 @@ def handle(args: argparse.Namespace) -> int:
     line = progress_line(args)
     reading = _Reading(args.files, parallel=args.jobs != 1 and len(args.files) > 1)
     with line.ticking(lambda: reading.status(line.elapsed())):
-        for item, file_summary in results(args.files, args.input_format, opts, args.jobs, on_open=reading.opened):
+        for item, file_summary in results(args.files, args.input_format, opts, args.jobs, on_open=reading.opened,
+                                             on_read=reading.reading):
             if item is _END:
                 assert file_summary is not None
                 total.merge(file_summary)

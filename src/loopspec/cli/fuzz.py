@@ -64,7 +64,9 @@ def register(sub: Any) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_impl_options(p)
     add_spec_option(p)
-    p.add_argument("--mode", choices=("batch", "loop"), default="batch", help="what to fuzz (default batch)")
+    p.add_argument("--mode", choices=("batch", "loop", "writes"), default="batch",
+                   help="what to fuzz (default batch); writes: write tools, lost answers and restarts (protocol "
+                        "v1.2, needs the 'writes' capability)")
     p.add_argument("--max-examples", type=positive, default=200, metavar="N",
                    help="examples to run (each several steps on the implementation; default 200)")
     p.add_argument("--steps", type=positive, default=8, metavar="N", help="steps (runs) per example (default 8)")

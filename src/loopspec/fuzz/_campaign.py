@@ -55,6 +55,8 @@ from ._model import (
 )
 from ._reduce import as_finding, minimize, replay_case, run_steps
 from ._rpc import ProtocolFailure
+from ._writes_gen import WritesGenerator
+from ._writes_harness import run_writes_step
 
 __all__ = ["Campaign", "CampaignResult", "Finding", "Settings", "run_shard"]
 
@@ -133,8 +135,12 @@ class Explorer:
                  on_progress: Callable[[Explorer, str], None] | None = None) -> None:
         self.factory = factory
         self.s = settings
-        self.gen = Generator(settings.mode, seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls,
-                             normalize=factory.step_normalizer(), concurrency=settings.concurrency)
+        self.gen: Generator | WritesGenerator
+        if settings.mode == "writes":
+            self.gen = WritesGenerator(seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls)
+        else:
+            self.gen = Generator(settings.mode, seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls,
+                                 normalize=factory.step_normalizer(), concurrency=settings.concurrency)
         self.on_finding = on_finding
         self.on_progress = on_progress
         self.impl: Impl | None = None
@@ -221,7 +227,14 @@ class Explorer:
                 self.divergence(Finding(self.judge(trace), [*steps, step], [*traces, trace]))
                 return
             t0 = time.perf_counter()
-            trace = run_step(impl, step)
+            if step.get("kind") == "writes":  # may restart the implementation (PROTOCOL.md W2)
+                trace, after = run_writes_step(impl, step, lambda: self.factory.open("writes"), self.factory.release)
+                if after is not impl:
+                    self.impl, impl = after, after
+                    self.history.clear()
+                    self.last = None
+            else:
+                trace = run_step(impl, step)
             dt = time.perf_counter() - t0
             if isinstance(step.get("schedule"), dict):  # a PCT policy: keep the choices it made (PROTOCOL.md C4)
                 step = {**step, "schedule": realized_schedule(trace)}
@@ -249,7 +262,8 @@ class Explorer:
                 if trace["events"][-1].get("code") == "P2" and self.hang_timeout is None:
                     # a hang: later runs need not wait as long to see it again (reduction stays fast)
                     self.hang_timeout = max(0.5, min(self.factory.timeout or 10.0, 20 * self.slowest))
-                self.drop(impl)
+                if impl is not None:
+                    self.drop(impl)
             else:
                 self.slowest = max(self.slowest, dt)
                 self.last = (list(steps), list(traces))
@@ -300,6 +314,14 @@ class Explorer:
             return
         if f.rule == "R5" and "P7" in self.found:
             del self.found["P7"]
+            self.stats.folded += 1
+        # a blind re-send after a restart (R39) is what a re-send without lookup (R43) does too: one root
+        # cause, reported as R43 (PROTOCOL.md W4)
+        if f.rule == "R39" and f.kind == "resent-after-restart" and "R43" in self.found:
+            self.stats.folded += 1
+            return
+        if f.rule == "R43" and self.found.get("R39") is not None and self.found["R39"].kind == "resent-after-restart":
+            del self.found["R39"]
             self.stats.folded += 1
         old = self.found.get(f.rule)
         if old is None or f.size < old.size:
@@ -372,6 +394,10 @@ class Explorer:
                 again, _ = minimize(alone, fresh, deadline=deadline, max_runs=runs // 2)
             best = dataclasses.replace(again, reproduced=True)
         best.shrunk = True
+        if rule == "R39" and best.kind == "resent-after-restart":
+            blind = self._without_restart(best)
+            if blind is not None:
+                return blind
         if len(best.steps) >= 2 and not rule.startswith("P"):
             late = as_finding(replay_case({"steps": [best.steps[-2]]}, self.factory, profile=self.s.profile),
                               [best.steps[-2]])
@@ -381,6 +407,28 @@ class Explorer:
             if alone.ok:
                 return carried_over(best)
         return best
+
+
+    def _without_restart(self, f: Finding) -> Finding | None:
+        """A blind re-send after a restart (R39) has two possible causes: the dispatch mark was not durable
+        before the send, or the implementation re-sends without a lookup whatever happened (R43). Tell them
+        apart: the same step with each restart turned into a lost answer in the same process, and the cut
+        call proposed once more at the end. If that re-sends blind too, the finding is R43 (PROTOCOL.md W4)."""
+        step = f.steps[-1]
+        cut = next((e.get("callId") for e in f.traces[-1].get("events", [])
+                    if e.get("type") == "execute" and (e.get("outcome") or {}).get("status") == "restart"), None)
+        again = next((c for c in step.get("calls", []) if c.get("id") == cut), None)
+        if again is None:
+            return None
+        ids = {c.get("id") for c in step["calls"]}
+        new_id = next(f"r{n}" for n in range(1, len(ids) + 2) if f"r{n}" not in ids)
+        probe = {**step, "calls": [*step["calls"], {**again, "id": new_id}],
+                 "script": [{"lose": e["restart"]} if isinstance(e, dict) and "restart" in e else e
+                            for e in step.get("script", [])]}
+        found = self._fresh_check("R43")([*f.steps[:-1], probe])
+        if found is None or found.kind != "blind-redispatch":
+            return None
+        return dataclasses.replace(found, reproduced=True, shrunk=True)
 
 
 def announces_concurrency(info: Json) -> bool:
@@ -506,8 +554,8 @@ class Campaign:
         dask: str | None = None,
         status: Callable[[Campaign], None] | None = None,
     ) -> None:
-        if mode not in ("batch", "loop"):
-            raise ValueError(f"mode must be batch or loop, got {mode!r}")
+        if mode not in ("batch", "loop", "writes"):
+            raise ValueError(f"mode must be batch, loop or writes, got {mode!r}")
         if isolation not in ("example", "campaign"):
             raise ValueError(f"isolation must be example or campaign, got {isolation!r}")
         import random
@@ -668,6 +716,9 @@ class Campaign:
         if "R5" in self.findings and "P7" in self.findings:  # the state leak R5 shows explains the P7
             del self.findings["P7"]
             self.stats.folded += 1
+        r39 = self.findings.get("R39")
+        if "R43" in self.findings and r39 is not None and r39.kind == "resent-after-restart":
+            del self.findings["R39"]  # the re-send without lookup R43 shows explains it (PROTOCOL.md W4)
         findings = sorted(self.findings.values(), key=lambda f: f.rule)
         stats = self.stats_json(elapsed, interrupted)
         result = CampaignResult(findings, self.seed, stats, [], interrupted,

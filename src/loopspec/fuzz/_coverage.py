@@ -61,6 +61,8 @@ REACHABLE: Final = {
 }
 #: A batch campaign with concurrent steps (protocol v1.1) also waits (T30), runs on (T31) and lands (T33).
 REACHABLE["batch-concurrent"] = (*REACHABLE["batch"], "T30", "T31", "T33")
+#: A writes campaign (protocol v1.2) runs section 6's operation machine, not the loop machine (W01–W10).
+REACHABLE["writes"] = ()
 #: The section 5 transitions of a concurrent step's expected run (counted, not ordered: see path).
 CONCURRENT_STEPS: Final = ("T30", "T31", "T33")
 

@@ -82,6 +82,8 @@ def _typed(value: Json, typ: str) -> bool:
 def exercised(trace: Mapping[str, Json]) -> Counter[str]:
     """The preconditions this trace met, counted (keys of :data:`DESCRIPTIONS`)."""
     out: Counter[str] = Counter()
+    if trace.get("kind") == "writes":
+        return out
     cfg = trace.get("config") or {}
     tools = {t.get("name"): t.get("inputSchema") or {} for t in cfg.get("tools", []) if isinstance(t, dict)}
     events = [e for e in trace.get("events", []) if isinstance(e, dict)]

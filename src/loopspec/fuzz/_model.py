@@ -172,9 +172,10 @@ def load_case(path: str | Path) -> dict[str, Json]:
     if not isinstance(steps, list) or not steps:
         raise CaseError(f"{p}: steps: must be a non-empty list")
     for i, s in enumerate(steps):
-        if not isinstance(s, dict) or s.get("kind", "batch") not in ("batch", "loop") or not isinstance(s.get("config"), dict):
-            raise CaseError(f"{p}: steps[{i}]: must be an object with kind batch|loop and a config")
-        if s.get("kind", "batch") == "batch" and not isinstance(s.get("calls"), list):
+        if not isinstance(s, dict) or s.get("kind", "batch") not in ("batch", "loop", "writes") \
+                or not isinstance(s.get("config"), dict):
+            raise CaseError(f"{p}: steps[{i}]: must be an object with kind batch|loop|writes and a config")
+        if s.get("kind", "batch") in ("batch", "writes") and not isinstance(s.get("calls"), list):
             raise CaseError(f"{p}: steps[{i}].calls: must be a list")
         if not isinstance(s.get("script", []), list):
             raise CaseError(f"{p}: steps[{i}].script: must be a list")
@@ -192,6 +193,8 @@ def _step_problem(step: Mapping[str, Json]) -> str | None:
     from .._judge_loop import parse_loop_config
 
     kind = step.get("kind", "batch")
+    if kind == "writes":
+        return _writes_step_problem(step)
     try:
         if kind == "batch":
             cfg = step["config"]
@@ -211,6 +214,30 @@ def _step_problem(step: Mapping[str, Json]) -> str | None:
     model = step.get("model", [])
     if kind == "loop" and (not isinstance(model, list) or not all(isinstance(r, dict) for r in model)):
         return "model: must be a list of replies (objects)"
+    return None
+
+
+def _writes_step_problem(step: Mapping[str, Json]) -> str | None:
+    """What makes a writes step (PROTOCOL.md section 8) impossible to replay, named by field."""
+    from .._judge import TraceError
+    from .._judge_writes import parse_writes_config
+
+    try:
+        parse_writes_config(step["config"], step["calls"])
+    except TraceError as exc:
+        return f"{exc.where.removeprefix('trace.')}: {exc.message}"
+    for k, entry in enumerate(step.get("script", [])):
+        ok = isinstance(entry, dict) and len(entry) == 1 and (
+            "value" in entry or (entry.get("fail") in ("DEPENDENCY_TEMPORARY", "NOT_FOUND_OR_NOT_ACCESSIBLE",
+                                                       "INTERNAL_ERROR"))
+            or entry.get("lose") in ("applied", "not-applied") or entry.get("restart") in ("applied", "not-applied"))
+        if not ok:
+            return (f"script[{k}]: must be {{\"value\": V}}, {{\"fail\": CATEGORY}}, {{\"lose\": applied|not-applied}} "
+                    "or {\"restart\": applied|not-applied}")
+    outages = step.get("outages", [])
+    if not isinstance(outages, list) or not all(isinstance(n, int) and not isinstance(n, bool) and 0 < n < 10**6
+                                                for n in outages):
+        return "outages: must be a list of positive integers"
     return None
 
 

@@ -22,6 +22,8 @@ def diagram_trace(finding: Finding) -> dict[str, Json] | None:
     if not finding.traces:
         return None
     trace = finding.traces[-1]
+    if trace.get("kind") == "writes":  # section 6's operation machine, not the loop's: no path to draw here
+        return None
     v = finding.verdict.violation
     steps = loop_reference_path(trace) if trace.get("kind") == "loop" else batch_reference_path(trace)
     if steps is None:

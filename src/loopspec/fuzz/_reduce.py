@@ -23,6 +23,7 @@ from .._judge import Verdict, judge
 from ._adapter import Impl, ImplFactory
 from ._harness import LATE_GRACE, amend_late, failed_start_trace, late_message, run_step, trace_failed
 from ._model import Finding, ReplayResult
+from ._writes_harness import run_writes_step
 
 __all__ = ["candidates", "minimize", "replay_case", "step_candidates"]
 
@@ -66,7 +67,15 @@ def run_steps(steps: Sequence[Mapping[str, Json]], impl_for: Callable[[], Impl],
                     amend_late(traces[-1], late)
                     verdicts[-1] = judge_fn(traces[-1], profile=profile)
                     break
-            trace = run_step(impl, step)
+            if step.get("kind") == "writes":  # may restart the implementation (PROTOCOL.md W2)
+                trace, after = run_writes_step(impl, step, impl_for, release)
+                if after is None:
+                    traces.append(trace)
+                    verdicts.append(judge_fn(trace, profile=profile))
+                    break
+                impl = after
+            else:
+                trace = run_step(impl, step)
             if n == len(steps) - 1 and grace and trace["events"][-1].get("type") == "response":
                 late = late_message(impl, f"{trace['kind']}.run", wait=grace)
                 if late is not None:
@@ -129,6 +138,8 @@ def step_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
     out: list[dict[str, Json]] = []
     cfg = step["config"]
     script = step.get("script", [])
+    if step.get("kind") == "writes":
+        return _writes_candidates(step)
     if step.get("kind", "batch") == "loop":
         model = step.get("model", [])
         out += [{**step, "model": _drop(model, i)} for i in range(len(model))]
@@ -171,6 +182,28 @@ def step_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
         if t.get("maxExecutions") is not None:
             out.append({**step, "config": {**cfg, "tools": [*tools[:j], {k: v for k, v in t.items()
                                                                         if k != "maxExecutions"}, *tools[j + 1:]]}})
+    return out
+
+
+def _writes_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
+    """A writes step made smaller by one part: a call, a script entry, an outage, the budget, an unused
+    tool; a restart turned into a lost answer (PROTOCOL.md W5). Calls keep their key arguments."""
+    cfg = step["config"]
+    calls = step.get("calls", [])
+    script = step.get("script", [])
+    outages = step.get("outages", [])
+    out = [{**step, "calls": _drop(calls, j)} for j in range(len(calls))]
+    out += [{**step, "script": _drop(script, j)} for j in range(len(script))]
+    out += [{**step, "outages": _drop(outages, j)} for j in range(len(outages))]
+    out += [{**step, "script": [*script[:j], {"lose": e["restart"]}, *script[j + 1:]]}
+            for j, e in enumerate(script) if isinstance(e, dict) and "restart" in e]
+    budget = cfg.get("budget")
+    if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
+        out.append({**step, "config": {**cfg, "budget": budget - 1}})
+    used = {c.get("name") for c in calls if isinstance(c, dict)}
+    tools = cfg["tools"]
+    out += [{**step, "config": {**cfg, "tools": _drop(tools, j)}}
+            for j in range(len(tools)) if tools[j]["name"] not in used and len(tools) > 1]
     return out
 
 

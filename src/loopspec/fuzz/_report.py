@@ -282,6 +282,11 @@ def render_finding(f: Finding, impl: str, case_path: str, provisional: bool = Fa
 
 def _step_summary(step: Mapping[str, Json]) -> str:
     cfg = step.get("config", {})
+    if step.get("kind") == "writes":
+        calls = step.get("calls", [])
+        return (f"writes.run budget={cfg.get('budget')} with {len(calls)} call(s), script "
+                f"{compact(step.get('script', []), 120)}, outages {step.get('outages', [])}: "
+                + "; ".join(compact(c, 50) for c in calls[:6]))
     if step.get("kind", "batch") == "batch":
         calls = step.get("calls", [])
         return (f"batch.run budget={cfg.get('budget')} mode={cfg.get('mode')} with {len(calls)} call(s): "

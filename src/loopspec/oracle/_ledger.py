@@ -870,20 +870,24 @@ class RunChecker:
                                  f"Then execution_finished closes the execution just started ({names[k]} "
                                  f"{want[k]!r}, R27); but it records {names[k]} {got[k]!r}.")
         out = ev["outcome"]
+        charged = ev.get("charged", True)  # section 6 (R45): false for a write that recorded no dispatch mark
+        if charged.__class__ is not bool:
+            raise RunInputError(f"execution_finished.charged: expected true or false, got {charged!r}", line)
         if out == "ok":
             d = ev["outputDigest"]
             if d.__class__ is not str:
                 raise RunInputError(f"execution_finished.outputDigest: an ok outcome needs a digest, got {d!r}", line)
-            core.record_outcome(s, Outcome(True, d, None))
-        elif out in core.FAILURE_CATEGORIES or out == "OUTCOME_UNKNOWN":  # section 6: a write's unknown outcome (R42)
+            core.record_outcome(s, Outcome(True, d, None, charged))
+        elif out in core.FAILURE_CATEGORIES or out == "OUTCOME_UNKNOWN" or (out == "BUDGET_EXHAUSTED" and not charged):
+            # section 6: a write's unknown outcome (R42), its refusal by the run's dispatch budget (R45)
             if ev["outputDigest"] is not None:
                 raise self._mismatch(ev, line, "R27", "ledger-inconsistent", "outputDigest", None, ev["outputDigest"],
                                      f"Then a failed execution ({out}) has no output (R10, R27); but the ledger "
                                      f"records outputDigest {ev['outputDigest']!r}.")
-            core.record_outcome(s, Outcome(False, None, out))
+            core.record_outcome(s, Outcome(False, None, out, charged))
         else:
             raise RunInputError(f"execution_finished.outcome: expected ok, one of {', '.join(core.FAILURE_CATEGORIES)}"
-                                f" or OUTCOME_UNKNOWN, got {out!r}", line)
+                                f", OUTCOME_UNKNOWN or (uncharged) BUDGET_EXHAUSTED, got {out!r}", line)
 
     def on_result(self, ev: Mapping[str, Json], line: int) -> None:
         if self.concurrent:

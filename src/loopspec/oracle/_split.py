@@ -1,10 +1,11 @@
 """``check --jobs N`` on one ledger file: N processes share it, each owning the runs its lines name.
 
 Every process reads the whole file and numbers every line, but parses and checks only the lines whose
-run it owns: a cheap scan reads the run id from the raw bytes (the ledger writer's fixed prefix
-``{"v":1,"run":"…"``, else the first ``"run": "…"`` of the line, as a line that cannot be read is
-attributed) and a CRC-32 of it picks the owner, so a run never spans processes and each process sees
-its runs' events in order. Items (run records and input errors) are sent back in batches tagged with
+run it owns: a cheap scan (:func:`owned_lines`: blocks of the file split into lines in C) reads the run
+id from the raw bytes (the ledger writer's fixed prefix ``{"v":1,"run":"…"``, else the first
+``"run": "…"`` of the line, as a line that cannot be read is attributed) and a CRC-32 of it picks the
+owner, so a run never spans processes and each process sees its runs' events in order. Each process
+publishes its read position (shared memory), so the parent can show how far the file has been read. Items (run records and input errors) are sent back in batches tagged with
 the line they were produced at; the parent merges the N sorted streams as they come and yields them,
 so the report is the one a single process writes, streamed.
 
@@ -24,15 +25,17 @@ from __future__ import annotations
 import contextlib
 import heapq
 import multiprocessing as mp
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
+from zlib import crc32
 
 from .._judge import default_spec
 from .._spec import Spec
 from . import _json
 from ._records import InputError, RunRecord, Summary
-from ._stream import DEFAULT_OPTIONS, LedgerStream, Options, read_lines
+from ._stream import _FAST_PREFIX, DEFAULT_OPTIONS, LedgerStream, Options, read_lines, route_key
 
 Json = Any
 
@@ -42,15 +45,123 @@ BATCH: Final = 256
 _EOF: Final = 1 << 62
 _Key = tuple[int, int]
 
+#: Bytes read at once by the scan.
+BLOCK: Final = 1 << 20
 
-def _worker(path: str, me: int, ways: int, opts: Options, spec: Spec | None, conn: Any) -> None:
+
+def owned_lines(fh: Any, me: int, ways: int, limit: int, tell: Callable[[int], None] | None = None,
+                block_size: int = BLOCK) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of every line of ``fh`` whose run process ``me`` of ``ways`` owns, numbering
+    every line; each line as ``fh.readline(limit)`` returns it (with its newline; a line of ``limit`` bytes
+    or more as its first ``limit`` bytes, the rest of it skipped). The file is read in blocks and split in
+    C, so a line another process owns costs a slice, a dict lookup and a comparison. ``tell`` is given
+    the bytes read so far after each block (the progress line)."""
+    mine: dict[bytes, bool] = {}  # run id bytes (as scanned) -> owned by this process
+    prefix = _FAST_PREFIX
+    n = 0
+    read = fh.read
+    parts: list[bytes] = []  # the start of the current line, read with earlier blocks
+    have = 0  # their length
+    skip = False  # within a line longer than the limit, already given: drop up to its newline
+    offset = 0
+
+    def owner(raw: bytes, nl: bool) -> bool:
+        """Whether ``raw`` (a whole line, without its newline) is ours: the key as the readline scan
+        reads it (the fast prefix, else the first ``"run": "…"``)."""
+        if raw.startswith(prefix):
+            j = raw.find(b'"', 14)
+            key = raw[14:j] if j >= 0 else raw[14:] if nl else raw[14:-1]
+        else:
+            key = route_key(raw)
+        if b"\\" in key:  # an escape: route by the id it spells (not cached: the loop looks up raw keys)
+            key = route_key(raw)
+            if b"\\" in key:
+                return crc32(key) % ways == me
+        got = mine.get(key)
+        if got is None:
+            if len(mine) > 65536:
+                mine.clear()
+            got = mine[key] = crc32(key) % ways == me
+        return got
+
+    while True:
+        block = read(block_size)
+        if not block:
+            break
+        offset += len(block)
+        if tell is not None:
+            tell(offset)
+        if skip:
+            k = block.find(b"\n")
+            if k < 0:
+                continue
+            block = block[k + 1:]
+            skip = False
+        if parts:
+            k = block.find(b"\n")
+            if k < 0:
+                parts.append(block)
+                have += len(block)
+                if have >= limit:  # a line too long: its first bytes decide, the rest is dropped
+                    n += 1
+                    head = b"".join(parts)[:limit]
+                    parts, have, skip = [], 0, True
+                    if owner(head, False):
+                        yield n, head
+                continue
+            line = b"".join(parts) + block[:k]
+            parts, have = [], 0
+            block = block[k + 1:]
+            n += 1
+            if len(line) >= limit:
+                line = line[:limit]
+                if owner(line, False):
+                    yield n, line
+            elif owner(line, True):
+                yield n, line + b"\n"
+        lines = block.split(b"\n")
+        tail = lines.pop()
+        for raw in lines:
+            n += 1
+            if raw.startswith(prefix):
+                j = raw.find(b'"', 14)
+                got = mine.get(raw[14:j]) if j >= 0 else None
+                if got is False:
+                    continue
+                if got is True and len(raw) < limit:
+                    yield n, raw + b"\n"
+                    continue
+            if len(raw) >= limit:
+                raw = raw[:limit]
+                if owner(raw, False):
+                    yield n, raw
+            elif owner(raw, True):
+                yield n, raw + b"\n"
+        if tail:
+            if len(tail) >= limit:
+                n += 1
+                tail = tail[:limit]
+                skip = True
+                if owner(tail, False):
+                    yield n, tail
+            else:
+                parts, have = [tail], len(tail)
+    if parts:  # the last line, without a newline
+        n += 1
+        line = b"".join(parts)
+        if owner(line, False):
+            yield n, line
+
+
+def _worker(path: str, me: int, ways: int, opts: Options, spec: Spec | None, conn: Any, read: Any = None) -> None:
     stream: LedgerStream | None = None
     try:
         stream = LedgerStream(spec or default_spec(), path, opts)
         batch: list[tuple[_Key, RunRecord | InputError]] = []
         k = 0
         with open(path, "rb") as fh:
-            for item in stream.run(fh, 1, split=(me, ways)):
+            tell = None if read is None else lambda offset: read.__setitem__(me, offset)
+            for item in stream.run(fh, 1, split=(me, ways), lines=owned_lines(fh, me, ways, opts.max_line + 1, tell)):
                 batch.append(((stream.line, k), item))
                 k += 1
                 if len(batch) >= BATCH:
@@ -113,6 +224,13 @@ class _Worker:
                 return
 
 
+def _position(fh: Any) -> int:
+    try:
+        return os.lseek(fh.fileno(), 0, os.SEEK_CUR)
+    except (OSError, ValueError):
+        return 0
+
+
 def is_ledger(path: str, opts: Options = DEFAULT_OPTIONS) -> bool:
     """Would ``--input-format auto`` read this file as a ledger? (its first non-blank line is a ledger
     event; when that line is not JSON on its own, one of the next few lines is.)"""
@@ -139,18 +257,23 @@ def is_ledger(path: str, opts: Options = DEFAULT_OPTIONS) -> bool:
 
 
 def check_split(path: str, jobs: int, *, options: Options = DEFAULT_OPTIONS, spec: Spec | None = None,
-                summary: Summary | None = None, info: dict[str, Any] | None = None) -> Iterator[RunRecord | InputError]:
+                summary: Summary | None = None, info: dict[str, Any] | None = None,
+                on_read: Callable[[Callable[[], int]], None] | None = None) -> Iterator[RunRecord | InputError]:
     """Check one ledger file with ``jobs`` processes; yields what :func:`iter_check_file` yields, in the
     same order, and updates ``summary`` the same way. ``info["fallback"]`` tells where and why the rest of
     the file was checked in one process, when it was; else ``info["workerCpuSeconds"]`` the CPU time of
-    each process."""
+    each process. ``on_read`` is given a function telling how many bytes of the file have been read
+    (the slowest process's read position; callable from any thread), for a progress line."""
     summary = summary if summary is not None else Summary()
     summary.files += 1
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    read = ctx.RawArray("q", jobs)  # each process's read position (shared memory, written once per block)
+    if on_read is not None:
+        on_read(lambda: min(read))
     workers: list[_Worker] = []
     for me in range(jobs):
         parent, child = ctx.Pipe(duplex=True)
-        p = ctx.Process(target=_worker, args=(path, me, jobs, options, spec, child), daemon=True)
+        p = ctx.Process(target=_worker, args=(path, me, jobs, options, spec, child, read), daemon=True)
         p.start()
         child.close()
         workers.append(_Worker(parent, p))
@@ -199,6 +322,8 @@ def check_split(path: str, jobs: int, *, options: Options = DEFAULT_OPTIONS, spe
     # one process from line `resume` on (the items before it were yielded already, and are the same)
     stream = LedgerStream(spec or default_spec(), path, options)
     with open(path, "rb") as fh:
+        if on_read is not None:
+            on_read(lambda: _position(fh))
         for item in stream.run(fh, 1):
             if stream.at_eof or stream.line >= resume:
                 yield emit(item)

@@ -115,8 +115,8 @@ class LedgerStream:
         self.error_count += 1
         return InputError(self.file, line, message)
 
-    def run(self, fh: IO[bytes], first_line: int = 1, split: tuple[int, int] | None = None
-            ) -> Iterator[RunRecord | InputError]:
+    def run(self, fh: IO[bytes], first_line: int = 1, split: tuple[int, int] | None = None,
+            lines: Iterator[tuple[int, bytes]] | None = None) -> Iterator[RunRecord | InputError]:
         """Check every event read from ``fh`` (numbering lines from ``first_line``), then close the
         runs left open. The loop is the hot path: one readline, one parse, one dict lookup and the
         run's ``feed`` per event.
@@ -127,7 +127,11 @@ class LedgerStream:
         picks the owner; every line is still numbered. The runs left open are not closed (the caller
         calls :meth:`close` once it knows every process's ``lost_line``), and reading stops at the first
         line the scan routed wrongly (``misrouted_at``). ``self.line`` is the line each item was
-        yielded at."""
+        yielded at.
+
+        ``lines``: (line number, line) of the lines to check, instead of reading ``fh`` line by line
+        (``_split.owned_lines``: the lines of the runs this process owns, found by a block-wise scan);
+        a line longer than ``max_line`` comes as its first ``max_line + 1`` bytes without a newline."""
         loads = _safejson.fast_loader(self.opts.limits)
         types = EVENT_TYPES
         open_runs = self.open
@@ -139,13 +143,20 @@ class LedgerStream:
         me, ways = split if split is not None else (0, 0)
         owners: dict[bytes, int] = {}  # run id bytes -> owning process
         self.split = split
+        nxt = lines.__next__ if lines is not None else None
         try:
             while True:
-                raw = readline(limit)
-                if not raw:
-                    break
-                n += 1
-                if ways:
+                if nxt is not None:
+                    try:
+                        n, raw = nxt()
+                    except StopIteration:
+                        break
+                else:
+                    raw = readline(limit)
+                    if not raw:
+                        break
+                    n += 1
+                if ways and nxt is None:
                     key = raw[14:raw.find(b'"', 14)] if raw.startswith(_FAST_PREFIX) else route_key(raw)
                     if b"\\" in key:  # an escape: route by the id it spells
                         key = route_key(raw)
@@ -160,7 +171,7 @@ class LedgerStream:
                         continue
                 if len(raw) == limit and not raw.endswith(b"\n"):
                     head = raw[:HEAD]
-                    while raw and not raw.endswith(b"\n"):
+                    while nxt is None and raw and not raw.endswith(b"\n"):
                         raw = readline(1 << 20)
                     self.line = n
                     yield from self._lost(n, head, self.opts.limits.too_long("line") + ": skipped")
