@@ -34,6 +34,10 @@ builds ``.venv-adk`` (loopspec without extras plus the versions in ``.ci/adk-con
 ``--impl google-adk`` runs ``python -m loopspec.frameworks.google_adk`` from it: this adapter, in process with
 ADK, served over the JSON-RPC protocol on stdin/stdout (``LOOPSPEC_ADK_PYTHON`` names another interpreter).
 
+Observed (docs/frameworks.md, P2): a response that calls a tool with an empty name never ends: ADK answers that
+call "no tool with that name" again and again without asking the model, so ``max_llm_calls`` never binds and the
+harness's per-request timeout stops the run.
+
 What ADK cannot express, and the fuzzer therefore does not propose or vary:
 
 * a call whose arguments are not a JSON object (``FunctionCall.args`` is a dict), a non-string id or name;
