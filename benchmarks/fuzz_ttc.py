@@ -4,13 +4,18 @@ differential driver written here (the anchor to beat), measured in the same run.
 
 For every ``--bug`` of examples/python/executor.py (batch bugs in batch mode, loop bugs in loop mode; the
 concurrent races ``conc-*`` with ``--concurrent``, where the fuzzer runs concurrent steps and chooses the
-completion order, protocol v1.1 — the naive driver is sequential and cannot release answers out of order):
+completion order, protocol v1.1 — the naive driver is sequential and cannot release answers out of order;
+the write-tool variants of spec/writes.toml (``key-by-call-id``, ``retry-without-lookup``,
+``record-after-dispatch``, ``timeout-as-failure``) in writes mode, protocol v1.2, where the harness plays the
+external system, loses answers and restarts the implementation — the naive driver then draws writes steps
+uniformly at random and judges them with the same judge):
 
 * **ours**: ``loopspec fuzz --impl "python executor.py --bug B" --seed S`` as a child process; the time
   from its start to the first reduced case (``"provisional": false``) on disk, the rule and the
   number of calls in that case, and the whole command's time;
 * **naive**: :func:`naive_driver` below — about 100 lines: seeded ``random``, batches of up to 6 calls
-  with ids from a pool of 3 (loop mode: up to 3 rounds of them), each run against the implementation
+  with ids from a pool of 3 (loop mode: up to 3 rounds of them; writes mode: up to 6 payments of 3 orders
+  with a uniformly random environment script), each run against the implementation
   and against loopspec's reference engine with the same tool outcomes; no Hypothesis, no shrinking
   beyond keeping the smallest failing case. The time from its start to its first case on disk, and
   the calls in the smallest case it kept.
@@ -104,6 +109,7 @@ def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path)
     from loopspec._judge import judge
     from loopspec.fuzz._adapter import ImplFactory
     from loopspec.fuzz._harness import run_step
+    from loopspec.fuzz._writes_harness import run_writes_step
 
     t0 = time.perf_counter()
     rng = random.Random(seed)
@@ -125,7 +131,21 @@ def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path)
         return [{"fail": rng.choice(["DEPENDENCY_TEMPORARY", "INTERNAL_ERROR"])} if rng.random() < 0.3
                 else {"value": rng.choice(["ok", 1, {"a": 1}])} for _ in range(rng.randint(0, 4))]
 
+    def writes_step() -> dict[str, Any]:
+        from loopspec.fuzz._writes_gen import writes_tools
+
+        n = rng.randint(1, 6)
+        env = [{"value": 1}, {"fail": "INTERNAL_ERROR"}, {"lose": "applied"}, {"lose": "not-applied"},
+               {"restart": "applied"}, {"restart": "not-applied"}]
+        return {"kind": "writes", "config": {"tools": writes_tools({"pay": rng.choice(["record", "lookup", "none"])}),
+                                             "budget": rng.randint(1, 8), "principal": "alice"},
+                "calls": [{"id": f"c{k + 1}", "name": "pay", "arguments": {"order": rng.choice("ABC"), "amount": 5}}
+                          for k in range(n)],
+                "script": [dict(rng.choice(env)) for _ in range(rng.randint(0, n + 2))], "outages": []}
+
     def step() -> dict[str, Any]:
+        if mode == "writes":
+            return writes_step()
         cfg = {"tools": tools, "mode": rng.choice(["abort", "continue"]), "principal": "alice"}
         if mode == "batch":
             return {"kind": "batch", "config": {**cfg, "budget": rng.randint(0, 4)},
@@ -144,13 +164,17 @@ def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path)
     try:
         for _ in range(examples):
             st = step()
-            trace = run_step(impl, st)  # the reference is the judge's: same outcomes, strict spec
+            if mode == "writes":
+                trace, after = run_writes_step(impl, st, lambda: factory.open(mode), factory.release)
+                impl = after if after is not None else factory.open(mode)
+            else:
+                trace = run_step(impl, st)  # the reference is the judge's: same outcomes, strict spec
             if trace["events"][-1].get("type") != "response":
                 factory.release(impl)
                 impl = factory.open(mode)
             v = judge(trace)
             if not v.ok:
-                n = len(st.get("calls", [])) if mode == "batch" else sum(len(m["calls"]) for m in st["model"])
+                n = len(st.get("calls", [])) if mode != "loop" else sum(len(m["calls"]) for m in st["model"])
                 if best is None or n < best[0]:
                     best = (n, st)
                     tmp = out / "case.json.tmp"
@@ -205,7 +229,7 @@ def main() -> int:
                     "--max-examples", "2", "--out", tempfile.mkdtemp(), "--quiet"], env=ENV, capture_output=True)
     rows = []
     for bug in bugs:
-        mode = "loop" if bug in LOOP_BUGS else "batch"
+        mode = "loop" if bug in LOOP_BUGS else "writes" if bug in example.WRITE_BUGS else "batch"
         if bug.startswith("java:"):
             assert java is not None
             cmd = [*java, "--bug", bug.split(":", 1)[1]]

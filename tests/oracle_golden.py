@@ -198,6 +198,10 @@ def write_inputs() -> list[dict[str, Any]]:
 
     for name, (text, code, rules, doc) in {**concurrent_cases(), **telemetry_cases(GOLDEN)}.items():
         put(name, text, code, rules, doc)
+    from tests.oracle_restarts import cases as restart_cases
+
+    for name, (text, code, rules, doc) in restart_cases().items():
+        put(name, text, code, rules, doc)
     put("ledger-bad-input.ndjson", bad_input(scen), 2, [],
         "malformed lines, wrong types, unknown events, a run without run_started, deep nesting: each named by "
         "file and line; the good run in the file is still checked")

@@ -69,6 +69,17 @@ def test_fuzz_ttc_runs_ours_and_the_naive_driver() -> None:
 
 
 @pytest.mark.slow
+def test_fuzz_ttc_runs_a_write_bug_in_writes_mode() -> None:
+    """The write-tool variants are fuzzed in writes mode (protocol v1.2), by ours and by the naive driver."""
+    out = _run("fuzz_ttc.py", "--bugs", "timeout-as-failure", "--naive-examples", "60", "--timeout", "10", "--json")
+    rows = json.loads(out[out.index("["):])
+    assert [(r["bug"], r["mode"]) for r in rows] == [("timeout-as-failure", "writes")]
+    ours, naive = rows[0]["ours"], rows[0]["naive"]
+    assert ours["first"] is not None and ours["first"] <= ours["total"]  # the command may be stopped at --timeout
+    assert naive["first"] is not None and naive["calls"] >= 1
+
+
+@pytest.mark.slow
 def test_verify_speed_quick_runs() -> None:
     out = _run("verify_speed.py", "--quick", "--scope", "concurrent", timeout=600)
     from loopspec.checker.bounds import load_bounds

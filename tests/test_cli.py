@@ -117,5 +117,23 @@ def test_vectors_pass_and_a_broken_vector_file_is_exit_1_or_2(tmp_path: Path) ->
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
+def test_vectors_run_the_loop_vectors_too_with_section_6s_writes(tmp_path: Path) -> None:
+    """`loopspec vectors --loop` (or a loop vector file, told by its format) runs the loop vectors, whose write-tool
+    cases cover OUTCOME_UNKNOWN (R42, T34) and UNRECONCILED (R46, T35)."""
+    from loopspec._vectors import conformance_dir
+
+    r = loopspec("vectors", "--loop", "--case", "loop-write-outcome-unknown-is-an-answer",
+                 "--case", "loop-write-outcome-unknown-aborts-in-abort-mode")
+    assert r.returncode == 0 and "2/2 vectors pass" in r.stdout, r.stdout + r.stderr
+    doc = json.loads((conformance_dir() / "loop.json").read_text(encoding="utf-8"))
+    case = next(c for c in doc["cases"] if c["id"] == "loop-write-outcome-unknown-is-an-answer")
+    case["expect"]["stopReason"], case["expect"]["status"] = "FINAL_ANSWER", "COMPLETED"  # the old ending
+    doc["cases"] = [case]
+    f = tmp_path / "loop.json"
+    f.write_text(json.dumps(doc))
+    r = loopspec("vectors", "--file", str(f))
+    assert r.returncode == 1 and 'stopReason: expected "FINAL_ANSWER", got "UNRECONCILED"' in r.stdout, r.stdout
+
+
 def test_no_command_is_usage() -> None:
     assert main([]) == 2

@@ -155,7 +155,7 @@ def test_a_campaign_finds_shrinks_and_replays_each_broken_variant(bug: str, tmp_
     factory = ImplFactory(cmd(bug), timeout=10.0)
     try:
         factory.release(factory.open("writes"))
-        result = Campaign(factory, mode="writes", max_examples=60, seed=1, out=tmp_path, shrink_seconds=4.0).run()
+        result = Campaign(factory, mode="writes", max_examples=60, seed=1, out=tmp_path, shrink_seconds=2.0).run()
     finally:
         factory.close()
     found = {f.rule: f for f in result.findings}
@@ -174,7 +174,7 @@ def test_a_campaign_finds_nothing_against_the_correct_executor(tmp_path: Any) ->
     factory = ImplFactory(cmd(), timeout=10.0)
     try:
         factory.release(factory.open("writes"))
-        result = Campaign(factory, mode="writes", max_examples=30, seed=3, out=tmp_path).run()
+        result = Campaign(factory, mode="writes", max_examples=50, seed=3, out=tmp_path).run()
     finally:
         factory.close()
     assert result.ok, [f.verdict.violation for f in result.findings]
@@ -215,3 +215,26 @@ def test_the_judge_takes_any_mutation_of_a_writes_trace_without_crashing() -> No
                 cur[p[-1]] = junk
         with contextlib.suppress(TraceError):
             judge(t)
+
+
+@pytest.mark.parametrize(("step", "field"), [
+    ({"config": {"tools": 5, "budget": 1, "principal": "a"}, "calls": [], "script": []}, "steps[0].config.tools"),
+    ({"config": {"tools": writes_tools({"pay": "record"}), "budget": 1, "principal": "a"},
+      "calls": [{"id": "c1", "name": "pay", "arguments": {"order": [1], "amount": 1}}], "script": []},
+     "steps[0].calls[0].arguments.order"),
+    ({"config": {"tools": writes_tools({"pay": "record"}), "budget": 1, "principal": "a"}, "calls": [],
+      "script": [{"restart": "maybe"}]}, "steps[0].script[0]"),
+    ({"config": {"tools": writes_tools({"pay": "record"}), "budget": 1, "principal": "a"}, "calls": [],
+      "script": [], "outages": "x"}, "steps[0].outages"),
+])
+def test_a_malformed_writes_case_file_is_refused_naming_the_field(step: dict[str, Json], field: str,
+                                                                 tmp_path: Any) -> None:
+    import json
+
+    from loopspec.fuzz._model import CaseError
+
+    p = tmp_path / "case.json"
+    p.write_text(json.dumps({"format": "loopspec-fuzz-case/1", "steps": [{"kind": "writes", **step}]}))
+    with pytest.raises(CaseError) as exc:
+        load_case(p)
+    assert f": {field}" in str(exc.value), str(exc.value)

@@ -51,8 +51,14 @@ def test_default_bounds_meet_the_brief() -> None:
     assert conc.tools is not None and any(tools[n].read_only for n in conc.tools)
     assert any(tools[n].allow_listed and not tools[n].read_only for n in conc.tools)
     slow = [s for s in b.scopes.values() if s.slow]
-    assert {s.name for s in slow} == {"concurrent-4", "concurrent-retries"}
-    assert any(s.calls > max(s.concurrency) for s in slow) and any(s.max_retries for s in slow)
+    assert {s.name for s in slow} == {"concurrent-4", "concurrent-retries", "writes-3"}
+    assert any(s.calls > max(s.concurrency) for s in slow if s.concurrent) and any(s.max_retries for s in slow)
+    # section 6: a write tool, in a default scope of its own (both modes, final answers) and no other
+    writes = b.scope("writes")
+    assert not writes.slow and writes.final and set(writes.modes) == {"abort", "continue"} and writes.tools
+    assert [n for n in writes.tools if tools[n].write] == ["order"]
+    assert all(not tools[n].write for sc in b.scopes.values() if not sc.name.startswith("writes")
+               for n in (sc.tools or [t.name for t in b.tools if not t.write]))
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
@@ -126,16 +132,17 @@ def test_loopspec_verify_exhausts_the_default_bound(tmp_path: Path, capsys: pyte
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["passed"] and report["violation"] is None and report["unreached"] == []
     assert set(report["coverage"]["transitions"]) == {t.id for t in load_spec().transitions}
-    # section 6's transitions need a write whose outcome is unknown, which this model has no tools for (as its
-    # code and stop reason): exactly T34 and T35, and nothing else may go unreached
+    # section 6's transitions, which only a write whose outcome is unknown takes (T34 abort_on_unknown, T35
+    # final_answer_unreconciled), are reached too: by the scope with a write tool, and by no other
     section6 = _section6(load_spec())
     assert section6 == {"T34", "T35"}
-    assert all(v for t, v in report["coverage"]["transitions"].items() if t not in section6)
-    assert not any(report["coverage"]["transitions"][t] for t in section6)
+    assert all(report["coverage"]["transitions"].values()), report["coverage"]["transitions"]
+    assert report["answers"]["OUTCOME_UNKNOWN"] and report["stop_reasons"]["UNRECONCILED"]
     assert all(report["answers"].values()) and all(report["stop_reasons"].values())  # every code, every reason
     b = load_bounds()
-    # what each scope reaches is recorded, and together the scopes reach every other transition of the spec
-    loop_ids = [t.id for t in load_spec().transitions if t.id not in section6]
+    assert {sc.name for sc in b.scopes.values() if section6 & set(sc.reaches or ())} == {"writes", "writes-3"}
+    # what each scope reaches is recorded, and together the scopes reach every transition of the spec
+    loop_ids = [t.id for t in load_spec().transitions]
     assert {t for s in b.scopes.values() for t in (s.reaches or ())} == set(loop_ids)
     assert report["coverage"]["reachable"] == loop_ids
     assert report["coverage"]["complete"] and report["expected_differs"] == []
@@ -149,9 +156,9 @@ def test_loopspec_verify_exhausts_the_default_bound(tmp_path: Path, capsys: pyte
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scope", ["concurrent-4", "concurrent-retries"])
+@pytest.mark.parametrize("scope", ["concurrent-4", "concurrent-retries", "writes-3"])
 def test_larger_concurrent_bounds_hold_and_match_their_expected_figures(scope: str) -> None:
-    """Section 5 at the larger bounds (explored only when named): every invariant holds, and the
+    """Sections 5 and 6 at the larger bounds (explored only when named): every invariant holds, and the
     figures are the ones committed beside the bounds (`loopspec verify --scope NAME --update-expected`)."""
     from loopspec.checker.explore import explore
 
@@ -165,6 +172,7 @@ def test_larger_concurrent_bounds_hold_and_match_their_expected_figures(scope: s
 def test_slow_scopes_are_explored_only_when_named(capsys: pytest.CaptureFixture[str]) -> None:
     small = ["--bound", "batch.calls=1", "--bound", "loop.calls=1", "--bound", "concurrent.calls=1"]
     assert main(["verify", *small, "--format", "json"]) == 0
-    assert [s["scope"] for s in json.loads(capsys.readouterr().out)["scopes"]] == ["batch", "loop", "concurrent"]
+    assert [s["scope"] for s in json.loads(capsys.readouterr().out)["scopes"]] == ["batch", "loop", "writes",
+                                                                                 "concurrent"]
     assert main(["verify", "--scope", "concurrent-4", "--bound", "concurrent-4.calls=1", "--format", "json"]) == 0
     assert [s["scope"] for s in json.loads(capsys.readouterr().out)["scopes"]] == ["concurrent-4"]

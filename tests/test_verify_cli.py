@@ -110,7 +110,7 @@ def test_crosscheck_command_at_a_small_bound(capsys: pytest.CaptureFixture[str])
     rc = main(["verify", "--crosscheck", "--bound", "batch.calls=2", "--bound", "batch.ids=2",
                "--bound", "loop.calls=1", "--bound", "loop.ids=2", "--bound", "concurrent.calls=2"])
     out = capsys.readouterr().out
-    assert rc == 0 and out.count("agree") == 6
+    assert rc == 0 and out.count("agree") == 8  # batch, loop, writes (section 6), concurrent: two checks each
 
 
 def test_outputs_validate_against_the_published_schemas(tmp_path: Path) -> None:

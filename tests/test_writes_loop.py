@@ -214,7 +214,8 @@ def test_R46_resume_reconciles_every_unknown_outcome_before_anything_else(tmp_pa
 
 
 def _child(tmp: Path, mode: str, how: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(CHILD), str(tmp / "ops.sqlite"), str(tmp / "remote.sqlite"), mode, how],
+    return subprocess.run([sys.executable, str(CHILD), str(tmp / "ops.sqlite"), str(tmp / "remote.sqlite"), mode, how,
+                           str(tmp / "events.ndjson")],
                           env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
 
 
@@ -235,6 +236,14 @@ def test_R40_R46_a_run_loop_killed_at_each_crash_point_and_resumed_applies_each_
     ops = SQLiteOperationLedger(tmp_path / "ops.sqlite")
     assert {r.state for r in ops.operations()} == {"confirmed"}
     ops.close()
+    # R46 "In the run ledger": both processes appended to one run ledger; the restart is in it, and the oracle
+    # checks the run across it (each key's state carried over, recovery first, no re-send, the budget)
+    text = (tmp_path / "events.ndjson").read_bytes()
+    types = [json.loads(line)["type"] for line in text.splitlines()]
+    assert types.count("run_started") == types.count("run_resumed") == types.count("run_terminal") == 1
+    res = read_text_input(text)
+    assert [(r.verdict, r.violation) for r in res.records] == [("conforms", None)], res.records
+    assert "R46" in res.records[0].checks["verified"]
 
 
 def test_a_write_is_refused_where_it_would_run_without_its_ledger() -> None:
@@ -292,9 +301,15 @@ def test_R45_a_write_answered_from_the_operation_ledger_is_not_charged_against_t
     schema = _ledger_schema()
     assert [p for e in evs if (p := problem(e, schema[e["type"]], e["type"]))] == []
     assert _check(evs) == [("conforms", None)]
-    # the oracle recomputes the budget from the charged executions: the replay marked charged is one too many
+    # the oracle sees from the write events that the replay recorded no dispatch mark: marked charged, it is R45's
     finished[1].pop("charged")
     (verdict, rule), = _check(evs)
+    assert (verdict, rule) == ("violates", "R45")
+    # without the write events, the budget recomputed from the charged executions: one too many (R9)
+    loop_only = [dict(e) for e in evs if e["type"] != "write_recorded"]
+    for seq, e in enumerate(loop_only, start=1):
+        e["seq"] = seq
+    (verdict, rule), = _check(loop_only)
     assert (verdict, rule) == ("violates", "R9")
     # and a third charged write would have been refused: the budget is still the application's (R9)
     world = World()

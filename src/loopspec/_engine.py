@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transitions import Machine
 
@@ -27,6 +27,9 @@ from . import _core as core
 from ._core import Answer, Limits, Outcome, RunConfig, RunState, ToolSchema
 from ._ledger import LEDGER_VERSION, Ledger, digest
 from ._spec import Spec, Transition, load_spec
+
+if TYPE_CHECKING:
+    from ._writeloop import RunWrites
 
 __all__ = [
     "Background",
@@ -414,10 +417,11 @@ class _Run:
         observer: Callable[[RunState, Transition], None] | None,
         background: Background | None = None,
         overlap: str | None = None,
-        reconcile: Callable[[], Sequence[str]] | None = None,
+        writes: RunWrites | None = None,
     ) -> None:
         self.spec = spec
-        self.reconcile = reconcile
+        #: section 6: the run's writes (operation ledger, reconciliations, restart), when it has write tools
+        self.writes = writes if writes is not None and writes.active else None
         self.s = RunState(config)
         self.tools = tools
         self.model_fn = model
@@ -438,6 +442,8 @@ class _Run:
         self.round_answers_start = 0
         self.last_round_results: tuple[dict[str, Json], ...] = ()
         self._terminal_lock = threading.Lock()
+        if self.writes is not None:
+            self.writes.attach(self.emit)  # each operation transition is a run ledger event too (R27, R40)
         self.drive = _check_spec(spec)
         self.machine = Machine(
             model=self,
@@ -604,8 +610,8 @@ class _Run:
         core.receive_response(s, response)
         if s.final is not None:
             self.emit("model_final", t.id, round=s.round, length=len(s.final))
-            if self.reconcile is not None:  # R46: reconciled before the terminal state is chosen (T35)
-                s.unreconciled = tuple(self.reconcile())
+            if self.writes is not None:  # R46: reconciled before the terminal state is chosen (T35)
+                s.unreconciled = tuple(self.writes.reconcile())
         elif s.model_failed:
             self.emit("model_failed", t.id, round=s.round)
         else:
@@ -720,6 +726,9 @@ class _Run:
             self.emit("execution_abandoned", t.id, index=ex.request, ordinal=ex.ordinal, tool=ex.tool,
                       attempt=ex.attempts)
             self._abandon(ex)
+        if self.writes is not None:  # R46: the end-of-run reconciliation is recorded before the terminal event
+            self.writes.settle()
+            self.writes.detach()
         self.emit(
             "run_terminal", t.id, status=s.status, stopReason=s.stop_reason, coverage=s.coverage,
             aborted=None if s.aborted is None else {"index": s.aborted[0], "code": s.aborted[1]},
@@ -794,6 +803,10 @@ class _Run:
         if self.concurrent:
             config["concurrency"] = {"maxConcurrency": cfg.max_concurrency, "overlap": self.overlap,
                                      "barriers": sorted(cfg.barriers)}
+        if self.writes is not None and self.writes.resuming:  # section 6 (R46): a restart, then the recovery
+            self.emit("run_resumed", None, config=config, **self.writes.restart_facts())
+            self.writes.recover()
+            return
         self.emit("run_started", None, config=config)
 
     def _outcome(self) -> RunOutcome:
@@ -1132,13 +1145,13 @@ def run_loop(
     config, pol = _loop_config(spec, tm, limits, mode, on_limit, principal, run_id, max_concurrency, overlap)
     from ._writeloop import writes_for_run
 
-    with writes_for_run(tm, ops, config, resuming=_resuming) as (tm, finish, reconcile):
+    with writes_for_run(tm, ops, config, resuming=_resuming) as writes:
         run = _Run(
-            spec, config, tm, model, clock=clock, authorize=authorize,
+            spec, config, writes.tools, model, clock=clock, authorize=authorize,
             ledger=events if events is not None else Ledger(), cancel=cancel, record_arguments=record_arguments,
-            observer=observer, background=_background(schedule), overlap=pol, reconcile=reconcile,
+            observer=observer, background=_background(schedule), overlap=pol, writes=writes,
         )
-        return finish(run.run())
+        return writes.finish(run.run())
 
 
 # --------------------------------------------------------------------------------------------

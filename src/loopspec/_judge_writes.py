@@ -413,7 +413,9 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
                            f"so the run ends {exp_status['status']}" + (" with stop reason UNRECONCILED and those keys "
                                                                         "listed" if unknown else "")
                            + " (R46)")
-    observed = {"executions": [_exec_json(e) for e in actions if e["type"] == "execute"],
+    index_of = {c["id"]: k for k, c in enumerate(calls)}
+    observed = {"executions": [{"request": index_of.get(e.get("callId")) if isinstance(e.get("callId"), str) else None,
+                                **_exec_json(e)} for e in actions if e["type"] == "execute"],
                 "lookups": sum(1 for e in actions if e["type"] == "lookup"),
                 "restarts": sum(1 for e in actions if e["type"] == "restart"),
                 "effects": effects, "response": response}

@@ -308,12 +308,26 @@ class WriteExecutor:
     wait: float = 5.0
     #: whether the latest :meth:`call` recorded a dispatch mark (what the loop's budgets charge, R45)
     marked: bool = False
+    #: told of every transition this executor records, after its transaction commits: (request index or None,
+    #: call id or None, tool, key, transition name, from state, the record after it) — the run ledger's
+    #: ``write_recorded`` events (R27, R40)
+    listener: Callable[[int | None, str | None, str, str, str, str, OpRecord], None] | None = None
     _args: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    _at: tuple[int | None, str | None] = (None, None)
 
     def __post_init__(self) -> None:
         problems = [p for h in self.handlers.values() for p in w.write_tool_problems(h.tool, h.input_schema)]
         if problems:
             raise ValueError("; ".join(problems))
+
+    def _t(self, key: str, name: str, **kw: Any) -> OpRecord:
+        """Record transition ``name`` of ``key`` (one transaction) and tell the listener."""
+        if self.listener is None:
+            return self.ledger.transition(key, name, run_id=self.run_id, **kw)
+        before = self.ledger.get(key)
+        rec = self.ledger.transition(key, name, run_id=self.run_id, **kw)
+        self.listener(*self._at, rec.tool, key, name, before.state if before is not None else "absent", rec)
+        return rec
 
     # -- keys and budget -------------------------------------------------------------------------
 
@@ -335,6 +349,13 @@ class WriteExecutor:
         """The answer to request ``index`` of the run: recorded once; after a restart the recorded one (when it
         answered the same call id). ``reuse=False``: decide again (a retry of the execution, R23)."""
         self.marked = False
+        self._at = (index, call_id)
+        try:
+            return self._call(index, call_id, name, arguments, reuse)
+        finally:
+            self._at = (None, None)
+
+    def _call(self, index: int, call_id: str, name: str, arguments: Mapping[str, Any], reuse: bool) -> dict[str, Any]:
         done = self.ledger.answer(self.run_id, index) if reuse else None
         if done is not None and done.get("id") == call_id:
             return dict(done)
@@ -376,15 +397,15 @@ class WriteExecutor:
                 continue
             if action == "replay":
                 assert rec is not None
-                self.ledger.transition(key, "replay", run_id=self.run_id)
+                self._t(key, "replay")
                 return {"status": "ok", "output": rec.result}
             if action == "answer_unknown":
                 if state == "dispatched":
-                    self.ledger.transition(key, "lose_outcome", run_id=self.run_id)
+                    self._t(key, "lose_outcome")
                 return {"status": "error", "code": w.OUTCOME_UNKNOWN}
             if action == "reconcile":
                 if state == "dispatched":
-                    self.ledger.transition(key, "lose_outcome", run_id=self.run_id)
+                    self._t(key, "lose_outcome")
                 if self._reconcile(h, key, arguments) == "unknown":
                     return {"status": "error", "code": w.OUTCOME_UNKNOWN}
                 continue
@@ -392,9 +413,8 @@ class WriteExecutor:
                 if self.dispatched() >= self.budget:
                     return {"status": "error", "code": "BUDGET_EXHAUSTED"}
                 if state in ("unknown", "dispatched"):  # only the retry-without-lookup variant gets here
-                    self.ledger.transition(key, "reconcile_not_applied" if state == "unknown" else "reject",
-                                           run_id=self.run_id)
-                self.ledger.transition(key, "record_intent", run_id=self.run_id, intent={
+                    self._t(key, "reconcile_not_applied" if state == "unknown" else "reject")
+                self._t(key, "record_intent", intent={
                     "tool": h.tool.name, "principal": self.principal, "call_id": call_id,
                     "arguments": digest(dict(arguments)) or ""})
                 self.crash_hook("after-intent")
@@ -403,7 +423,7 @@ class WriteExecutor:
 
     def _dispatch(self, h: WriteHandler, key: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         if not self.policy.record_after_dispatch:
-            self.ledger.transition(key, "mark_dispatched", run_id=self.run_id)
+            self._t(key, "mark_dispatched")
             self.marked = True
             self.crash_hook("after-dispatch-mark")
         try:
@@ -416,10 +436,10 @@ class WriteExecutor:
             output, response, category = None, "lost", ""
         self.crash_hook("after-send")
         if self.policy.record_after_dispatch:
-            self.ledger.transition(key, "mark_dispatched", run_id=self.run_id)
+            self._t(key, "mark_dispatched")
             self.marked = True
         t = w.on_response(response, self.policy)
-        self.ledger.transition(key, t, run_id=self.run_id, result=output)
+        self._t(key, t, result=output)
         self.crash_hook("after-result")
         if t == "confirm":
             return {"status": "ok", "output": output}
@@ -430,15 +450,14 @@ class WriteExecutor:
     def _reconcile(self, h: WriteHandler, key: str, arguments: Mapping[str, Any] | None) -> str:
         """One lookup of an unknown key (R43): its state afterwards."""
         if h.lookup is None or h.tool.reconcile == "none":
-            self.ledger.transition(key, "reconcile_unavailable", run_id=self.run_id)
+            self._t(key, "reconcile_unavailable")
             return "unknown"
         try:
             applied, result = h.lookup(key, arguments or {})
         except Exception:
-            self.ledger.transition(key, "reconcile_unavailable", run_id=self.run_id)
+            self._t(key, "reconcile_unavailable")
             return "unknown"
-        rec = self.ledger.transition(key, "reconcile_applied" if applied else "reconcile_not_applied",
-                                     run_id=self.run_id, result=result)
+        rec = self._t(key, "reconcile_applied" if applied else "reconcile_not_applied", result=result)
         return rec.state
 
     # -- recovery and the end of the run ----------------------------------------------------------------
@@ -449,7 +468,7 @@ class WriteExecutor:
         for rec in self.ledger.operations(self.run_id):
             t = w.on_recovery(rec.state, self.policy)
             if t is not None:
-                self.ledger.transition(rec.key, t, run_id=self.run_id)
+                self._t(rec.key, t)
         return self._reconcile_all()
 
     def _reconcile_all(self) -> list[OpRecord]:
@@ -465,7 +484,7 @@ class WriteExecutor:
         TRUNCATED with stop reason UNRECONCILED and the unknown keys listed. An intent never sent is abandoned."""
         for rec in self.ledger.operations(self.run_id):
             if rec.state == "intent":
-                self.ledger.transition(rec.key, "abandon_intent", run_id=self.run_id)
+                self._t(rec.key, "abandon_intent")
         unknown = self._reconcile_all()
         if unknown:
             return {"status": "TRUNCATED", "stopReason": "UNRECONCILED", "unreconciled": sorted(r.key for r in unknown)}

@@ -286,6 +286,7 @@ def run_loop_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> V
     from ._core import Limits
     from ._engine import CancelToken, run_loop
     from ._ledger import Ledger
+    from ._oplog import MemoryOperationLedger
 
     specs = case["tools"] if "tools" in case else toolsets[case["toolset"]]
     clock_cfg = case.get("clock", {})
@@ -299,6 +300,7 @@ def run_loop_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> V
     ended = threading.Event()
     ledger.subscribe(lambda ev: ended.set() if ev["type"] == "run_terminal" else None)
     attempts = {"n": 0}
+    external = _External(case.get("external", {}))
     workers_done = threading.Event()
     workers_done.set()
 
@@ -325,6 +327,9 @@ def run_loop_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> V
                 if cancel_cfg.get("duringAttempt") == k:
                     workers_done.set()
 
+        if "write" in t:  # section 6: a write, sent to the case's external system through the operation ledger
+            tools.append(_write_tool(t, inner, external, attempts))
+            continue
         tools.append(Tool.define(t["name"], fn, t.get("inputSchema"), fields=t.get("fields"),
                                  max_executions=t.get("maxExecutions")))
 
@@ -362,7 +367,7 @@ def run_loop_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> V
         model_spy, tools=tools, limits=limits, mode=case["mode"], on_limit=case["onLimit"],
         principal=case.get("principal", "anonymous"), clock=clock,
         authorize=(lambda p, name, args: not _denied(deny, name, args)) if deny else None,
-        cancel=token, ledger=ledger, run_id=case["id"],
+        cancel=token, ledger=ledger, run_id=case["id"], operation_ledger=MemoryOperationLedger(),
     )
     workers_done.wait(10)
     observed: dict[str, Json] = {
@@ -385,7 +390,54 @@ def run_loop_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> V
     if "modelSaw" in exp:
         observed["modelSaw"] = seen
         expected["modelSaw"] = exp["modelSaw"]
+    if "sends" in exp:
+        observed["sends"] = external.sends
+        expected["sends"] = exp["sends"]
+    if "unreconciled" in exp:
+        observed["unreconciled"] = len(outcome.unreconciled)
+        expected["unreconciled"] = exp["unreconciled"]
     return VectorResult(case["id"], observed == expected, expected, observed, outcome)
+
+
+class _External:
+    """The external system behind a case's write tools (section 6): it applies each send (once per key when it
+    keeps a record), loses the answers of the sends ``lostAnswers`` names, and answers lookups by key unless
+    ``lookup`` is ``unavailable``."""
+
+    def __init__(self, cfg: Mapping[str, Json]) -> None:
+        self.lost = set(cfg.get("lostAnswers", ()))
+        self.lookup_up = cfg.get("lookup", "available") == "available"
+        self.applied: dict[str, Json] = {}
+        self.sends = 0
+
+    def lookup(self, key: str, arguments: Mapping[str, Json]) -> tuple[bool, Json]:
+        if not self.lookup_up:
+            raise ConnectionError("the lookup is unavailable (scripted by the vector)")
+        return key in self.applied, self.applied.get(key)
+
+
+def _write_tool(t: Mapping[str, Json], inner: Callable[..., Json], external: _External,
+                attempts: dict[str, int]) -> Tool:
+    from ._writes import WriteTool
+
+    reconcile = t["write"]["reconcile"]
+
+    def send(a: dict[str, Json], c: ToolContext) -> Json:
+        key = c.idempotency_key or ""
+        if reconcile == "record" and key in external.applied:
+            return external.applied[key]  # the idempotency record: not applied again
+        external.sends += 1
+        attempts["n"] += 1
+        out = inner(a, c)
+        external.applied[key] = out
+        if external.sends in external.lost:
+            raise TimeoutError("the answer was lost (scripted by the vector)")
+        return out
+
+    return Tool.define(t["name"], send, t.get("inputSchema"), fields=t.get("fields"),
+                       max_executions=t.get("maxExecutions"),
+                       write=WriteTool(t["name"], tuple(t["write"]["keyArguments"]), reconcile=reconcile),
+                       lookup=external.lookup if reconcile != "none" else None)
 
 
 def _shape(r: Mapping[str, Json]) -> dict[str, Json]:

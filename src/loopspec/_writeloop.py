@@ -18,30 +18,110 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from . import _core as core
-from ._oplog import OperationLedger, Rejected, WriteExecutor, WriteHandler, open_operation_ledger
+from . import _writes as w
+from ._ledger import digest
+from ._oplog import OperationLedger, OpRecord, Rejected, WriteExecutor, WriteHandler, open_operation_ledger
 
-__all__ = ["resume", "writes_for_run"]
+__all__ = ["RunWrites", "resume", "writes_for_run"]
 
 _NO_LIMIT = 2**31 - 1
 
 
+_RESULT_OPS = frozenset({"confirm", "reconcile_applied", "replay"})  # the transitions that record or answer a result
+
+
+@dataclasses.dataclass
+class RunWrites:
+    """What the engine needs of a run's writes: its tools (write tools wrapped), the reconciliations of R46, the
+    restart's facts and the listener that turns each operation transition into a run ledger event (R27)."""
+
+    tools: dict[str, Any]
+    resuming: bool = False
+    ex: WriteExecutor | None = None
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    #: the unknown keys found by the latest reconciliation (None: not reconciled yet)
+    unreconciled: tuple[str, ...] | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.ex is not None
+
+    def attach(self, emit: Callable[..., None]) -> None:
+        """Record every operation transition in the run ledger as ``write_recorded`` (after its commit)."""
+        if self.ex is None:
+            return
+
+        def told(index: int | None, call_id: str | None, tool: str, key: str, name: str, frm: str, rec: OpRecord) -> None:
+            emit("write_recorded", None, index=index, callId=call_id, tool=tool, key=key, op=w.op_transition_id(name),
+                 **{"from": frm, "to": rec.state}, resultDigest=digest(rec.result) if name in _RESULT_OPS else None)
+        self.ex.listener = told
+
+    def detach(self) -> None:
+        if self.ex is not None:
+            self.ex.listener = None
+
+    def restart_facts(self) -> dict[str, Any]:
+        """``run_resumed``'s facts: the run's operations and dispatch marks as the operation ledger holds them."""
+        assert self.ex is not None
+        ops = self.ex.ledger.operations(self.ex.run_id)
+        return {"operations": [{"key": r.key, "tool": r.tool, "state": r.state} for r in ops],
+                "dispatched": self.ex.dispatched()}
+
+    def recover(self) -> None:
+        """R46: dispatch marks without a result become unknown; every unknown operation is reconciled."""
+        assert self.ex is not None
+        with self.lock:
+            self.ex.resume()
+
+    def reconcile(self) -> list[str]:
+        """The end-of-run reconciliation (R46), before the terminal state is chosen: the keys still unknown."""
+        assert self.ex is not None
+        with self.lock:
+            done = list(self.ex.finish()["unreconciled"])
+        self.unreconciled = tuple(done)
+        return done
+
+    def settle(self) -> tuple[str, ...] | None:
+        """At the terminal step: the end-of-run reconciliation, unless the final answer's already ran (T35/T06)
+        or a write is still running (a cancelled run: :meth:`finish` does it after the run)."""
+        if self.ex is None:
+            return ()
+        if self.unreconciled is not None:
+            return self.unreconciled
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            self.unreconciled = tuple(self.ex.finish()["unreconciled"])
+        finally:
+            self.lock.release()
+        return self.unreconciled
+
+    def finish(self, outcome: Any) -> Any:
+        """The run's outcome with the keys still unknown (R46). The run ledger is complete by now: a reconciliation
+        still due is recorded in the operation ledger only."""
+        if self.ex is None:
+            return outcome
+        self.detach()
+        if self.unreconciled is None:
+            self.unreconciled = tuple(self.ex.finish()["unreconciled"])
+        return dataclasses.replace(outcome, unreconciled=self.unreconciled)
+
+
 @contextlib.contextmanager
 def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *,
-                   resuming: bool = False) -> Iterator[tuple[dict[str, Any], Callable[[Any], Any],
-                                                             Callable[[], list[str]] | None]]:
-    """(the run's tools, write tools wrapped; what to apply to the run's outcome; the end-of-run
-    reconciliation the engine runs when the final answer arrives (R46, T35), or None without writes)."""
+                   resuming: bool = False) -> Iterator[RunWrites]:
+    """The run's writes (:class:`RunWrites`): write tools wrapped so that each request goes through the operation
+    ledger ``ops``; without write tools, the tools as they are."""
     from ._engine import EngineError, ToolFailure, Uncharged, WriteAnswer
 
     writes = {n: t for n, t in tools.items() if t.write is not None}
     if not writes:
         if resuming:
             raise EngineError("resume: the run has no write tools, so the operation ledger holds nothing to resume")
-        yield dict(tools), lambda outcome: outcome, None
+        yield RunWrites(dict(tools))
         return
     opened = not hasattr(ops, "transition")  # a path (or None): ours to close
     ledger: OperationLedger = open_operation_ledger(ops)
-    lock = threading.Lock()
     current: dict[str, Any] = {}  # tool name -> the ToolContext of the request being answered
 
     def sender(name: str) -> Callable[[Mapping[str, Any], str], Any]:
@@ -59,6 +139,8 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
     limit = config.limits.max_executions
     ex = WriteExecutor(ledger, handlers, config.principal, config.run_id,
                        budget=_NO_LIMIT if limit is None else limit)
+    rw = RunWrites({}, resuming, ex)
+    lock = rw.lock
 
     def through_ledger(name: str) -> Callable[[dict[str, Any], Any], Any]:
         def fn(arguments: dict[str, Any], ctx: Any) -> Any:
@@ -74,21 +156,11 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
             raise WriteAnswer(code, charged)  # OUTCOME_UNKNOWN (R42), BUDGET_EXHAUSTED (R45), a recorded answer
         return fn
 
-    wrapped = {n: (dataclasses.replace(t, fn=through_ledger(n)) if n in writes else t) for n, t in tools.items()}
-
-    def reconcile() -> list[str]:
-        with lock:
-            return list(ex.finish()["unreconciled"])
-
-    def finish(outcome: Any) -> Any:
-        done = ex.finish()
-        return dataclasses.replace(outcome, unreconciled=tuple(done["unreconciled"]))
-
+    rw.tools = {n: (dataclasses.replace(t, fn=through_ledger(n)) if n in writes else t) for n, t in tools.items()}
     try:
-        if resuming:
-            ex.resume()  # R46: dispatch marks without a result become unknown; every unknown one is reconciled
-        yield wrapped, finish, reconcile
+        yield rw
     finally:
+        rw.detach()
         if opened:
             ledger.close()
 

@@ -24,6 +24,8 @@ from ._core import canonical_json
 __all__ = [
     "CORRECT",
     "KINDS",
+    "OP_BY_ID",
+    "OP_IDS",
     "OP_STATES",
     "OP_TRANSITIONS",
     "RECONCILE",
@@ -39,6 +41,8 @@ __all__ = [
     "on_request",
     "on_response",
     "op_step",
+    "op_transition_id",
+    "reachable",
     "write_tool_problems",
 ]
 
@@ -61,7 +65,28 @@ OP_TRANSITIONS: Final[Mapping[str, tuple[tuple[str, ...], str]]] = {
     "abandon_intent": (("intent",), "failed"),
 }
 
+#: name -> the transition's id in ``writes.toml`` (W01..W10): what the run ledger's ``write_recorded`` names
+OP_IDS: Final[Mapping[str, str]] = {name: f"W{i:02d}" for i, name in enumerate(OP_TRANSITIONS, start=1)}
+#: the transitions by id
+OP_BY_ID: Final[Mapping[str, str]] = {i: name for name, i in OP_IDS.items()}
+
 OUTCOME_UNKNOWN: Final = "OUTCOME_UNKNOWN"
+
+
+def op_transition_id(name: str) -> str:
+    return OP_IDS[name]
+
+
+def reachable(start: str, goal: str) -> bool:
+    """Can an operation in ``start`` come to ``goal`` through the transitions of ``writes.toml`` (any number)?"""
+    seen, todo = {start}, [start]
+    while todo:
+        st = todo.pop()
+        for sources, dest in OP_TRANSITIONS.values():
+            if st in sources and dest not in seen:
+                seen.add(dest)
+                todo.append(dest)
+    return goal in seen
 
 
 class OpError(ValueError):
@@ -202,6 +227,8 @@ def check_against_spec(ws: Any) -> list[str]:
     if tuple(s.id for s in ws.states) != OP_STATES:
         problems.append(f"op states: spec says {[s.id for s in ws.states]}, core says {list(OP_STATES)}")
     spec_t = {t.name: (tuple(t.sources), t.dest) for t in ws.transitions}
+    if {t.name: t.id for t in ws.transitions} != dict(OP_IDS):
+        problems.append(f"transition ids: spec says {({t.name: t.id for t in ws.transitions})}, core says {dict(OP_IDS)}")
     for name in sorted(set(spec_t) | set(OP_TRANSITIONS)):
         if spec_t.get(name) != OP_TRANSITIONS.get(name):
             problems.append(f"transition {name}: spec says {spec_t.get(name)}, core says {OP_TRANSITIONS.get(name)}")

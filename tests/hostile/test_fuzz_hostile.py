@@ -165,7 +165,13 @@ def test_the_stderr_log_is_bounded_and_never_follows_a_symlink(tmp_path: Path) -
 # --------------------------------------------------------------------------------------------
 
 
-def test_ctrl_c_writes_campaign_json_and_leaves_nothing_running(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("signum", "group", "code"), [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143),
+                                                     (signal.SIGHUP, False, 129)], ids=["ctrl-c", "sigterm", "sighup"])
+def test_ctrl_c_writes_campaign_json_and_leaves_nothing_running(tmp_path: Path, signum: int, group: bool,
+                                                                code: int) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group), SIGTERM (``kill``, a CI job's timeout: to loopspec
+    alone) and SIGHUP (the terminal closed) all end the campaign the same way: campaign.json written and
+    saying interrupted, the implementation's processes ended, the exit code 128 + the signal."""
     tag = os.urandom(8).hex()
     env = dict(os.environ, **{TAG: tag}, PYTHONHASHSEED="0")
     proc = subprocess.Popen(
@@ -182,7 +188,10 @@ def test_ctrl_c_writes_campaign_json_and_leaves_nothing_running(tmp_path: Path) 
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.1)
     time.sleep(1)
-    os.killpg(proc.pid, signal.SIGINT)
+    if group:
+        os.killpg(proc.pid, signum)
+    else:
+        os.kill(proc.pid, signum)
     try:
         out, err = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
@@ -191,7 +200,7 @@ def test_ctrl_c_writes_campaign_json_and_leaves_nothing_running(tmp_path: Path) 
     left = _tagged(tag)
     for pid, _ in left:
         os.kill(pid, signal.SIGKILL)
-    assert proc.returncode in (1, 130), (proc.returncode, out, err)
+    assert proc.returncode in (1, code), (proc.returncode, out, err)
     assert b"Traceback" not in err
     doc = strict_json((tmp_path / "campaign.json").read_text())
     assert doc["interrupted"] is True  # type: ignore[index]

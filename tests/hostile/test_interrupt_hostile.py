@@ -63,3 +63,30 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path: Path, en
     assert (p.returncode, p.stderr.strip().splitlines()[-1:]) == (130, ["loopspec: interrupted"]), \
         (p.returncode, p.stderr[-2000:])
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize(("signum", "code", "name"), [(15, 143, "SIGTERM"), (1, 129, "SIGHUP")])
+def test_sigterm_and_sighup_mid_command_end_it_like_ctrl_c(signum: int, code: int, name: str) -> None:
+    """``kill`` (SIGTERM, what a CI job's timeout sends) or a closed terminal (SIGHUP) while a command works:
+    the command's own Ctrl-C path runs — one line ``terminated (SIG…)``, exit 128 + the signal, no traceback —
+    instead of dying mid-write. (Fuzz campaigns: test_fuzz_hostile's interrupt tests.)"""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "loopspec", "verify", "--scope", "concurrent-4", "--progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=as_from_a_terminal)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.read(1)  # the progress line has begun: the exploration (minutes long) is under way
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()
+        os.kill(proc.pid, signum)
+        _, err = proc.communicate(timeout=60)
+        err = first + err
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == code, (proc.returncode, err)
+    assert f"loopspec verify: terminated ({name})".encode() in err, err
+    assert b"Traceback" not in err

@@ -36,6 +36,9 @@ class ToolDef:
     max_executions: int | None
     schema: ToolSchema = field(default_factory=ToolSchema)
     read_only: bool = False  # its MCP readOnlyHint: under the default overlap policy its calls overlap (R30)
+    #: section 6: a write, run through the operation ledger — its outcome can be unknown (OUTCOME_UNKNOWN, R42), and
+    #: the end-of-run reconciliation may leave it so (R46). In a scope only when the scope names it in ``tools``.
+    write: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +252,7 @@ def parse_bounds(doc: Mapping[str, Any], path: str = "<bounds>") -> Bounds:
         if not isinstance(t, dict):
             raise _err(path, where, "expected a table")
         for k in t:
-            if k not in ("name", "allow_listed", "argument", "input_schema", "max_executions", "read_only"):
+            if k not in ("name", "allow_listed", "argument", "input_schema", "max_executions", "read_only", "write"):
                 raise _err(path, f"{where}.{k}", "unknown field")
         name, arg = t.get("name"), t.get("argument")
         if not isinstance(name, str) or not name:
@@ -274,7 +277,10 @@ def parse_bounds(doc: Mapping[str, Any], path: str = "<bounds>") -> Bounds:
         ro = t.get("read_only", False)
         if not isinstance(ro, bool):
             raise _err(path, f"{where}.read_only", "expected true or false")
-        tools.append(ToolDef(name, listed, arg, raw_schema, me, schema, ro))
+        wr = t.get("write", False)
+        if not isinstance(wr, bool) or (wr and (ro or not listed)):
+            raise _err(path, f"{where}.write", "expected true or false; a write is allow-listed and not read-only (R36)")
+        tools.append(ToolDef(name, listed, arg, raw_schema, me, schema, ro, wr))
     if len({t.name for t in tools}) != len(tools):
         raise _err(path, "tool", "duplicate tool names")
     if not any(t.allow_listed for t in tools):

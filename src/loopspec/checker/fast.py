@@ -33,7 +33,7 @@ from typing import Any
 from .. import _core as core
 from .._core import Answer, Binding, Execution, Limits, Outcome, Request, RunConfig, RunState
 from .readsets import ALL_FIELDS, invariant_read_sets
-from .semantics import CORE, FINAL_TEXT, Env, Machine, Semantics, tables, tool_output
+from .semantics import CORE, FINAL_TEXT, UNRECONCILED_KEY, Env, Machine, Semantics, tables, tool_output
 from .state import (
     FIELDS,
     IDX,
@@ -487,6 +487,7 @@ class FastModel:
             aborted=None if L[_I["aborted"]] is None else (nreq - 1 - L[_I["aborted"]][0], L[_I["aborted"]][1]),
             terminations=L[_I["terminations"]],
             final_at=None if L[_I["final_rel"]] is None else nreq - L[_I["final_rel"]],
+            unreconciled=UNRECONCILED_KEY if L[_I["unreconciled"]] else (),
         )
         ms = L[_I["state"]]
         win.pre_req = requests.positions()
@@ -618,7 +619,7 @@ class FastModel:
                 final=w.final, model_failed=w.model_failed, input_exhausted=w.input_exhausted,
                 status=w.status, stop_reason=w.stop_reason, aborted=w.aborted, terminations=w.terminations,
                 final_at=w.final_at, cursor=w.cursor, admitted_cursor=w.admitted_cursor,
-                late_model_requests=w.late_model_requests,
+                late_model_requests=w.late_model_requests, unreconciled=w.unreconciled,
             )
             base.update(kw)
             return RunState(**base)

@@ -233,6 +233,10 @@ FINAL_TEXT = "done"
 MODEL_FAILURE = object()
 #: An execution cancelled while the tool runs: the outcome arrives after the run is terminal.
 LATE = "late"
+#: Section 6: a write whose outcome is unknown (R42): the run then has a write still unknown (RunState.unreconciled)
+UNKNOWN = "OUTCOME_UNKNOWN"
+#: what RunState.unreconciled holds in the model while a write of the run is unknown (one abstract key)
+UNRECONCILED_KEY = ("unknown",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +257,8 @@ class Env:
     model_error: bool
     final: bool
     cancel_in_flight: bool = False  # section 5 scopes: cancellation only while executions are in flight
+    #: section 6: the write tools, whose outcome may also be unknown (OUTCOME_UNKNOWN, R42)
+    writes: frozenset[str] = frozenset()
 
     def response_options(self, s: RunState) -> tuple[str, ...]:
         opts: list[str] = []
@@ -270,8 +276,9 @@ class Env:
             return ("end", *self.call_order)
         return ("end",)
 
-    def outcome_options(self) -> tuple[str, ...]:
-        return ("ok", *self.failures, *((LATE,) if self.cancel else ()))
+    def outcome_options(self, tool: str | None = None) -> tuple[str, ...]:
+        unknown = (UNKNOWN,) if tool in self.writes else ()
+        return ("ok", *self.failures, *unknown, *((LATE,) if self.cancel else ()))
 
     def arrival_options(self, s: RunState) -> tuple[str, ...]:
         """Section 5: which execution in flight completes next, and how (``#<request>:<outcome>``)."""
@@ -296,6 +303,8 @@ class Env:
     def outcome(label: str, ordinal: int) -> Outcome:
         if label == "ok":
             return Outcome.success(tool_output(ordinal))
+        if label == UNKNOWN:
+            return Outcome(False, None, UNKNOWN)
         return Outcome.failure(label)
 
 
@@ -429,6 +438,10 @@ def _effect(sem: Semantics, env: Env, tb: _Tables, tr: Transition, s: RunState, 
     if e == "ask_model":
         label = oracle.choose("response", env.response_options(s))
         f("receive_response")(s, env.response(label))
+        # section 6 (R46): the end-of-run reconciliation, before the terminal state is chosen (T35 or T06): the
+        # lookup settles the unknown write, or cannot answer
+        if s.final is not None and s.unreconciled and oracle.choose("reconcile", ("unknown", "settled")) == "settled":
+            s.unreconciled = ()
     elif e == "next_item":
         if s.focus is None:  # after a landed result (section 5) the cursor stays where it is
             _reveal(env, s, oracle)
@@ -482,11 +495,13 @@ def _reveal(env: Env, s: RunState, oracle: Oracle) -> None:
 
 
 def _outcome(sem: Semantics, env: Env, s: RunState, oracle: Oracle) -> None:
-    label = oracle.choose("outcome", env.outcome_options())
+    label = oracle.choose("outcome", env.outcome_options(s.executions[-1].tool if env.writes else None))
     if label == LATE:
         # cancelled while the tool runs: nothing is recorded; the only way on is the cancel
         s.outcome = None
         return
+    if label == UNKNOWN:
+        s.unreconciled = UNRECONCILED_KEY  # the operation ledger now holds the write as unknown (R42, R46)
     sem.fn("record_outcome")(s, Env.outcome(label, len(s.executions)))
 
 

@@ -249,7 +249,7 @@ FIELDS = (
     "state", "config", "nreq", "gap", "nexec", "per_tool", "gtool", "mreq", "round", "retries", "gretries",
     "deadline", "final", "final_rel", "model_failed", "input_exhausted", "response", "outcome", "status",
     "stop_reason", "aborted", "terminations", "cur", "cur_hist", "cur_first", "answer", "glimit",
-    "execution", "pending", "last_rrel",
+    "execution", "pending", "last_rrel", "unreconciled",
 )
 IDX = {f: i for i, f in enumerate(FIELDS)}
 
@@ -400,6 +400,8 @@ SPEC_OF_FIELDS: tuple[tuple[str, frozenset[str], Callable[[str, RunState], bool]
     ("pending", frozenset({"response", "cursor", "admitted_cursor", "requests", "round"}), pending_live,
      lambda e, s, g: e.call(s.response[s.cursor])),  # type: ignore[index]
     ("last_rrel", frozenset({"requests", "round"}), last_round_live, lambda e, s, g: s.round - s.requests[-1].round),
+    # section 6: a write of the run is unknown (the model's one abstract key; always False without write tools)
+    ("unreconciled", frozenset({"unreconciled"}), None, lambda e, s, g: bool(s.unreconciled)),
 )
 assert tuple(f for f, *_ in SPEC_OF_FIELDS) == FIELDS
 

@@ -81,7 +81,8 @@ class Universe:
     @staticmethod
     def build(bounds: Bounds, scope: Scope) -> Universe:
         ids = tuple(id_name(i) for i in range(scope.ids))
-        tools_in = tuple(t for t in bounds.tools if scope.tools is None or t.name in scope.tools)
+        # a write tool (section 6) is in a scope only when the scope names it
+        tools_in = tuple(t for t in bounds.tools if (t.name in scope.tools if scope.tools is not None else not t.write))
         values = bounds.values[: scope.values] if scope.values is not None else bounds.values
         calls = calls_for(bounds, scope, ids, tools_in, values)
         order = tuple(calls)
@@ -125,7 +126,7 @@ class Universe:
                             env = Env(
                                 calls, order, scope.calls, scope.failures, False, scope.cancel,
                                 scope.deadline is not None, scope.authorize, scope.model_error, scope.final,
-                                scope.cancel_in_flight,
+                                scope.cancel_in_flight, frozenset(t.name for t in tools_in if t.write),
                             )
                             configs.append(Config(len(configs), cfg, env,
                                                   f"budget={budget} mode={mode} on_limit={policy}{label(mc)}"))

@@ -5,6 +5,10 @@ Exit codes (every subcommand):
 * 0 — the check passed (no divergence, no violation, no counterexample)
 * 1 — the check found a problem (its report says which rule and where)
 * 2 — usage error or unreadable input (a one-line message names the file / field / line)
+* 130 — interrupted by Ctrl-C (SIGINT); 143 — terminated by SIGTERM, 129 — by SIGHUP. All three end a
+  command the same way: what it found so far is written (a fuzz campaign's ``campaign.json`` says
+  ``interrupted``), the implementation's processes are ended, and no traceback is printed. A signal the
+  command was started with ignored (``nohup``, a background job's SIGINT) stays ignored.
 
 Each subcommand is a module of this package (``loopspec/cli/<command>.py``) exposing
 ``register(subparsers)``; the handler it sets returns the exit code. The options several commands
@@ -54,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loopspec",
         description="A formal spec, reference engine and conformance tools for LLM tool-calling loops.",
-        epilog="Exit codes: 0 passed, 1 problem found, 2 usage error or unreadable input.",
+        epilog="Exit codes: 0 passed, 1 problem found, 2 usage error or unreadable input; "
+               "130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -69,16 +74,73 @@ def main(argv: Sequence[str] | None = None) -> int:
     prints goes through :class:`~loopspec._text.SafeStream`: whatever an input file or an
     implementation put in a report, no control character reaches the terminal raw."""
     out, err = sys.stdout, sys.stderr
+    restore = _terminate_like_ctrl_c()
     try:
         from .._text import SafeStream
 
         sys.stdout, sys.stderr = SafeStream(out), SafeStream(err, progress=True)  # type: ignore[assignment]
         return _main(argv)
-    except KeyboardInterrupt:  # Ctrl-C before a command started (importing the commands, parsing)
-        print("loopspec: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C before a command started (importing the commands, parsing)
+        print(f"loopspec: {_interrupted(exc)}", file=sys.stderr)
+        return _interrupt_code(exc)
     finally:
         sys.stdout, sys.stderr = out, err
+        restore()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: raised where a Ctrl-C would be, so every ``except KeyboardInterrupt``
+    that saves a command's work (a fuzz campaign writing ``campaign.json``, ending the implementation's
+    process group) does the same for a ``kill``, a CI job's timeout or a closed terminal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupted(exc: KeyboardInterrupt) -> str:
+    if isinstance(exc, Terminated):
+        import signal
+
+        return f"terminated ({signal.Signals(exc.signum).name})"
+    return "interrupted"
+
+
+def _interrupt_code(exc: KeyboardInterrupt) -> int:
+    """130 for Ctrl-C; 128 + the signal's number for SIGTERM (143) and SIGHUP (129), as a shell reports them."""
+    return 128 + exc.signum if isinstance(exc, Terminated) else 130
+
+
+def _terminate_like_ctrl_c() -> Any:
+    """Make SIGTERM and SIGHUP raise :class:`Terminated` in this process while :func:`main` runs; returns the
+    function that puts the previous handlers back. A signal inherited as ignored stays ignored; a forked
+    child of this process (the fuzzer's generator helper, a worker) that gets one takes the default
+    action, as it would have without this handler; off the main thread nothing is changed."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    owner = os.getpid()
+
+    def handler(signum: int, frame: object) -> None:
+        if os.getpid() != owner:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(signum)
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -115,9 +177,9 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"loopspec {args.command}: error: --spec {printable(args.spec)}: the reference engine cannot run this "
               f"spec: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"loopspec {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"loopspec {args.command}: {_interrupted(exc)}", file=sys.stderr)
+        return _interrupt_code(exc)
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # an internal error, not bad input

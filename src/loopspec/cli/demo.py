@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from .._text import compact, paint, table, use_color
-from .._vectors import load_batch_vectors, run_batch_vector
 from ._common import EXIT_FOUND, EXIT_OK, add_format_option, add_spec_option
 
 Facts = dict[str, Any]
@@ -61,6 +60,8 @@ def _result(r: dict[str, Any], replayed: bool) -> str:
 
 
 def batch_section(show_all: bool, color: bool, facts: Facts | None = None) -> bool:
+    from .._vectors import load_batch_vectors, run_batch_vector
+
     doc = load_batch_vectors()
     results = [run_batch_vector(c, doc.get("toolsets", {})) for c in doc["cases"]]
     shown = [(c, r) for c, r in zip(doc["cases"], results, strict=True) if show_all or c["id"].startswith("seed-")]

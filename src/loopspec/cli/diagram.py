@@ -24,31 +24,16 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import graphviz
-
-from .. import _safejson
-from .._spec import Spec, load_rules, load_spec
 from .._text import printable, write_atomic
-from .._writes_spec import load_write_spec
-from ..render import (
-    OverlayError,
-    check_flow_dot,
-    check_flow_markdown,
-    check_flow_mermaid,
-    extract_check_flow,
-    extract_machine,
-    machine_dot,
-    machine_markdown,
-    machine_mermaid,
-    make_overlay,
-    overlay_markdown,
-    read_coverage,
-    read_trace,
-)
-from ..render.writes import writes_dot, writes_markdown, writes_mermaid
 from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_spec_option
+
+if TYPE_CHECKING:
+    from .._spec import Spec
+
+# The spec loader, the renderers and graphviz are imported by the functions that use them: `loopspec --help`
+# needs only register()
 
 FORMATS: Final = ("svg", "png", "dot", "mermaid", "md")
 EXTENSION: Final = {"svg": "svg", "png": "png", "dot": "dot", "mermaid": "mmd", "md": "md"}
@@ -91,6 +76,8 @@ class Job:
 
 
 def _read(path: str) -> str:
+    from .. import _safejson
+
     try:  # the hardened loader: at most 16 MiB of UTF-8 (a leading BOM skipped); file:line: reason
         return _safejson.read_text(path, what="overlay file")
     except _safejson.JsonInputError as exc:
@@ -98,6 +85,8 @@ def _read(path: str) -> str:
 
 
 def _rules(spec: Spec, spec_file: str | None) -> tuple[Any, ...]:
+    from .._spec import load_rules
+
     if spec_file is None:
         return load_rules(None, spec)
     md = Path(spec_file).with_name("SPEC.md")
@@ -110,6 +99,9 @@ def _rules(spec: Spec, spec_file: str | None) -> tuple[Any, ...]:
 
 def _write_jobs(spec: Spec) -> list[Job]:
     """``writes.*``: the operation machine of section 6, when ``writes.toml`` is beside the spec."""
+    from .._writes_spec import load_write_spec
+    from ..render.writes import writes_dot, writes_markdown, writes_mermaid
+
     path = Path(spec.path).with_name("writes.toml") if spec.path else None
     if path is None or not path.is_file():
         return []
@@ -120,6 +112,22 @@ def _write_jobs(spec: Spec) -> list[Job]:
 
 def jobs(spec: Spec, rules: tuple[Any, ...], trace_file: str | None, coverage_file: str | None,
          run: str | None) -> list[Job]:
+    from ..render import (
+        OverlayError,
+        check_flow_dot,
+        check_flow_markdown,
+        check_flow_mermaid,
+        extract_check_flow,
+        extract_machine,
+        machine_dot,
+        machine_markdown,
+        machine_mermaid,
+        make_overlay,
+        overlay_markdown,
+        read_coverage,
+        read_trace,
+    )
+
     machine = extract_machine(spec, rules)
     if trace_file is None and coverage_file is None:
         flow = extract_check_flow(spec)
@@ -142,6 +150,10 @@ def jobs(spec: Spec, rules: tuple[Any, ...], trace_file: str | None, coverage_fi
 
 
 def handle(args: argparse.Namespace) -> int:
+    import graphviz
+
+    from .._spec import load_spec
+
     formats = tuple(dict.fromkeys(args.format)) if args.format else FORMATS
     explicit = bool(args.format)
     if args.run is not None and not (args.trace or args.coverage):

@@ -2,7 +2,8 @@
 
 Exit 0 when no divergence was found, 1 when one was (each shrunk case is in ``--out``), 2 on a
 usage error or when the implementation cannot be started, 130 when interrupted (Ctrl-C) before any
-divergence was found (campaign.json is written either way).
+divergence was found, 143 when terminated (SIGTERM) and 129 when hung up (SIGHUP) before any was found
+(campaign.json is written either way, and says ``interrupted``).
 """
 
 from __future__ import annotations
@@ -10,12 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._progress import Status
 from .._text import paint, use_color
-from ..fuzz._adapter import ImplFactory, StartError, StderrLog
-from ..fuzz._rpc import ProtocolFailure
 from ._common import (
     EXIT_FOUND,
     EXIT_OK,
@@ -25,6 +24,11 @@ from ._common import (
     add_spec_option,
     progress_line,
 )
+
+if TYPE_CHECKING:
+    from ..fuzz._adapter import ImplFactory
+
+# The fuzzer (loopspec.fuzz) is imported by the handlers, not here: `loopspec --help` needs only register()
 
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) before the campaign finished, nothing found so far
 
@@ -116,6 +120,9 @@ def impl_target(impl: str) -> Any:
 
 def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
     """A factory for ``--impl``, checked by one initialize handshake (exit 2 when that fails)."""
+    from ..fuzz._adapter import ImplFactory, StartError
+    from ..fuzz._rpc import ProtocolFailure
+
     try:
         target = impl_target(args.impl)
         label = None if isinstance(target, str) and not hasattr(target, "adapter") else args.impl
@@ -145,6 +152,7 @@ def check_profile(name: str | None) -> str | None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ..fuzz._adapter import StderrLog
     from ..fuzz._campaign import Campaign
 
     out = Path(args.out)
@@ -217,11 +225,16 @@ def handle(args: argparse.Namespace) -> int:
         if strict_result is not None:
             body["strictComparison"] = doc(strict_result, out / "strict")
         sys.stdout.write(json_text(body))
-        return EXIT_FOUND if not result.ok else EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+        return EXIT_FOUND if not result.ok else interrupted_exit(result) if result.interrupted else EXIT_OK
     print_summary(result, out, args, color)
     if result.ok:
-        return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+        return interrupted_exit(result) if result.interrupted else EXIT_OK
     return EXIT_FOUND
+
+
+def interrupted_exit(result: Any) -> int:
+    """130 for a Ctrl-C; 128 + the signal's number for SIGTERM (143) and SIGHUP (129)."""
+    return 128 + result.signum if result.signum is not None else EXIT_INTERRUPTED
 
 
 def campaign_status(c: Any, label: str) -> Status:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..fuzz._adapter import ReferenceExecutor, serve_stdio
 from ._common import EXIT_OK, add_spec_option
 
 
@@ -23,5 +22,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from ..fuzz._adapter import ReferenceExecutor, serve_stdio
+
     serve_stdio(ReferenceExecutor())
     return EXIT_OK

@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._core import check_against_spec
-from .._spec import default_spec_path, load_rules, load_spec
 from .._text import table
 from ._common import EXIT_FOUND, EXIT_OK, add_format_option, add_spec_option
 
@@ -29,6 +27,9 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from .._core import check_against_spec
+    from .._spec import default_spec_path, load_rules, load_spec
+
     spec = load_spec(args.spec)
     problems = check_against_spec(spec)
     rules_file = Path(args.rules) if args.rules else default_spec_path().with_name("SPEC.md")

@@ -7,36 +7,46 @@ from typing import Any
 
 from .. import _safejson
 from .._text import compact, paint, printable, table, use_color
-from .._vectors import load_batch_vectors, run_batch_vector
 from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_spec_option
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "vectors", help="run the spec's conformance vectors through the reference engine",
-        description="Run the language-neutral batch conformance vectors through the reference engine and compare "
-                    "every answer with the expectation written in the vector file.",
+        description="Run the language-neutral conformance vectors through the reference engine and compare "
+                    "every answer with the expectation written in the vector file: the batch vectors, or with --loop "
+                    "the loop vectors (whole runs, section 6's write tools included).",
         epilog="Exit codes: 0 every vector passes; 1 a vector differs (its fields are listed); 2 unreadable vectors.")
     add_spec_option(p)
     p.add_argument("--file", metavar="FILE",
-                   help="a batch vector file (default: conformance/batch.json next to the spec)")
+                   help="a batch or loop vector file, told by its format (default: conformance/batch.json next to the "
+                        "spec, or conformance/loop.json with --loop)")
+    p.add_argument("--loop", action="store_true",
+                   help="run the loop vectors (conformance/loop.json next to the spec) instead of the batch vectors")
     p.add_argument("--case", action="append", default=[], metavar="ID", help="run only this case id (repeatable)")
     add_format_option(p, meanings={"json": "the count, the failing case ids and their differences, on stdout"})
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    from .._vectors import load_batch_vectors, load_loop_vectors, run_batch_vector, run_loop_vector
+
+    loop = args.loop
     try:
-        doc = load_batch_vectors(args.file)
+        if args.file is not None and not loop:  # a loop vector file is told by its format
+            head = _safejson.load_json(args.file, what="vector file")
+            loop = isinstance(head, dict) and head.get("format") == "loopspec-loop-vectors/1"
+        doc = load_loop_vectors(args.file) if loop else load_batch_vectors(args.file)
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(f"cannot read vectors: {exc}") from None
+    run_vector = run_loop_vector if loop else run_batch_vector
     cases = [c for c in doc["cases"] if not args.case or c["id"] in args.case]
     if args.case and len(cases) != len(set(args.case)):
         raise UsageError(f"unknown case id among {args.case}")
     results = []
     for c in cases:
         try:
-            results.append(run_batch_vector(c, doc.get("toolsets", {})))
+            results.append(run_vector(c, doc.get("toolsets", {})))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # a case the engine refuses
             where = args.file or "the shipped vectors"
             raise UsageError(f"{where}: case {c['id']!r} cannot be run: {type(exc).__name__}: {exc}") from None

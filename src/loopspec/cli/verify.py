@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from .._progress import Status
-from .._spec import load_spec
 from .._text import paint, table, use_color, write_atomic
 from ._common import (
     EXIT_FOUND,
@@ -129,6 +128,8 @@ def handle(args: argparse.Namespace) -> int:
     results = []
     for scope in scopes:
         results.append(explore(bounds, scope, sem, model=args.model, progress=prog, count_orbits=args.count_orbits))
+    from .._spec import load_spec
+
     spec = load_spec()
     spec_ids = [t.id for t in spec.transitions]
     coverage: Counter[str] = Counter()
@@ -138,11 +139,9 @@ def handle(args: argparse.Namespace) -> int:
         coverage.update(ex.coverage)
         codes.update(ex.codes)
         stops.update(ex.stop_reasons)
-    # section 6's transitions (T34 abort_on_unknown, T35 final_answer_unreconciled) need a write whose outcome
-    # is unknown: this model has no write tools (its code and stop reason are excluded below for the same
-    # reason); they are exercised by the engine's and the oracle's tests, not explored here
-    section6 = _section6(spec)
-    unreached = [t for t in spec_ids if not coverage.get(t) and t not in section6]
+    # section 6's transitions (T34 abort_on_unknown, T35 final_answer_unreconciled) are reached by the scopes with
+    # a write tool (bounds.toml [scope.writes]); a choice of scopes without one does not reach them
+    unreached = [t for t in spec_ids if not coverage.get(t)]
     reachable = _reachable(bounds, [ex.scope for ex in results], spec_ids)
     shortfall = [t for t in unreached if reachable is not None and t in reachable]
     bad = next((ex for ex in results if ex.violation is not None), None)
@@ -179,10 +178,8 @@ def handle(args: argparse.Namespace) -> int:
                      # what the chosen scopes reach at the committed bounds (None: not recorded)
                      "reachable": reachable, "shortfall": shortfall, "complete": not shortfall},
         "unreached": unreached,
-        # section 6's code (kind `unknown`) and stop reason are the writes model's (verify --writes), not this one's
-        "answers": {c: codes.get(c, 0) for c in ["ok", "ok (replay)", *(c.id for c in spec.codes if c.kind != "unknown")]},
-        "stop_reasons": {r.id: stops.get(r.id, 0) for r in spec.stop_reasons
-                         if r.id not in {c.stop_reason for c in spec.codes if c.kind == "unknown"}},
+        "answers": {c: codes.get(c, 0) for c in ["ok", "ok (replay)", *(c.id for c in spec.codes)]},
+        "stop_reasons": {r.id: stops.get(r.id, 0) for r in spec.stop_reasons},
         "violation": cx,
         "expected_differs": expected_diffs,
         "passed": bad is None,
@@ -208,6 +205,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _figures(ex: Any) -> dict[str, Any]:
+    from .._spec import load_spec
+
     spec_ids = [t.id for t in load_spec().transitions]
     return {"states": ex.states, "transitions": ex.transitions, "depth": ex.depth,
             "reached": [t for t in spec_ids if ex.coverage.get(t)]}

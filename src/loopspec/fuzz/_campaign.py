@@ -701,13 +701,15 @@ class Campaign:
         self.clear_previous()
         self.started = time.perf_counter()
         interrupted = False
+        signum: int | None = None
         try:
             if self.jobs > 1 or self.dask is not None:
                 self._run_sharded()
             else:
                 self._run_here()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP raised as its subclass by the command line
             interrupted = True
+            signum = getattr(exc, "signum", 2)
             self.stats.stopped = "interrupted"
         finally:
             if self.explorer is not None:
@@ -724,7 +726,8 @@ class Campaign:
         result = CampaignResult(findings, self.seed, stats, [], interrupted,
                                 coverage=self.coverage.to_json(self.coverage_mode,
                                                                [t.id for t in load_spec().transitions]),
-                                params=self.settings.to_json() | {"jobs": self.jobs, "dask": self.dask})
+                                params=self.settings.to_json() | {"jobs": self.jobs, "dask": self.dask},
+                                signum=signum)
         if self.out is not None:
             keep = set()
             for f in findings:

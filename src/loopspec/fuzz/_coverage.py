@@ -46,11 +46,14 @@ UNREACHABLE: Final = {
     **{t: "section 5 (concurrent execution): taken by concurrent batch steps only (protocol v1.1: an "
           "implementation that announces the concurrency capability; mode batch-concurrent)"
        for t in ("T30", "T31", "T33")},
-    # section 6 (R42, R46): the protocol's tools are read-only, and the reference answers them from the
-    # core, which has no operation ledger: no request is ever answered OUTCOME_UNKNOWN and no write is
-    # left unknown at a final answer. Reaching them needs write tools in the protocol (issue 18's fuzz part).
-    "T34": "section 6: no write tools in the protocol, so no answer is OUTCOME_UNKNOWN (abort_on_unknown, R42)",
-    "T35": "section 6: no write tools in the protocol, so no write is left unknown at the final answer (R46)",
+    # section 6 (R42, R46): the tools of batch.run / loop.run are read-only, and the reference answers them
+    # from the core, which has no operation ledger: no request of those steps is answered OUTCOME_UNKNOWN and
+    # no write is left unknown at a final answer. Write tools travel in writes.run (protocol v1.2, PROTOCOL.md
+    # section 8), which runs section 6's operation machine (W01-W10) and has no model, so no final answer.
+    "T34": "section 6: loop.run has no write tools (they are fuzzed in writes.run, protocol v1.2, which has no "
+           "abort mode), so no answer is OUTCOME_UNKNOWN there (abort_on_unknown, R42)",
+    "T35": "section 6: loop.run has no write tools (writes.run, protocol v1.2, has no model and so no final "
+           "answer), so no write is left unknown at the final answer (R46)",
 }
 #: The transitions each mode can reach through the protocol.
 REACHABLE: Final = {

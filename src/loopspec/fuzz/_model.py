@@ -138,6 +138,8 @@ class CampaignResult:
     interrupted: bool = False
     coverage: dict[str, Json] = field(default_factory=dict)
     params: dict[str, Json] = field(default_factory=dict)
+    #: the signal that interrupted the campaign: 2 (SIGINT, Ctrl-C), 15 (SIGTERM) or 1 (SIGHUP); None if it was not
+    signum: int | None = None
 
     @property
     def ok(self) -> bool:

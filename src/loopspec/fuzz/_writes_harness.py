@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 import zlib
@@ -37,6 +38,11 @@ LOST: Final = -32002
 MAX_RESTARTS: Final = 3
 #: The run id of every writes step (each step has a fresh state directory and external system).
 RUN_ID: Final = "run-1"
+
+#: Where state directories are made: memory-backed when the system has it (/dev/shm). The harness kills
+#: processes, never the machine, so what a process wrote to the page cache survives its kill on any
+#: file system; on tmpfs an fsync costs nothing (a writes step ran ~4x faster than on the disk's /tmp).
+_STATE_ROOT: Final = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK) else None
 
 FAILURES: Final = ("DEPENDENCY_TEMPORARY", "NOT_FOUND_OR_NOT_ACCESSIBLE", "INTERNAL_ERROR")
 
@@ -194,7 +200,7 @@ def run_writes_step(impl: Impl, step: Mapping[str, Json],
         remote.events.append(ProtocolFailure("P6", "capability", "a writes step restarts the implementation's "
                                              "process, which needs an implementation process").to_event())
         return trace, impl
-    state = tempfile.mkdtemp(prefix="loopspec-w-")
+    state = tempfile.mkdtemp(prefix="loopspec-w-", dir=_STATE_ROOT)
     cur: Impl | None = impl
     try:
         while True:

@@ -339,7 +339,7 @@ class RunChecker:
                  "checks", "concurrent", "config", "cur", "effect_events", "events", "exp_fns", "expect", "first_line",
                  "inflight", "items", "items_first", "items_round", "last_line", "late_buf", "loop_config", "pos",
                  "ran_on", "reply", "req_digest", "req_key", "ret_next", "round_answers", "round_start", "run_id", "s",
-                 "seq", "state", "step", "steps", "t", "terminal", "terminal_line", "window_start")
+                 "seq", "state", "step", "steps", "t", "terminal", "terminal_line", "window_start", "writes")
 
     def __init__(self, tables: Tables, run_id: str, started: Mapping[str, Json], line: int,
                  config_key: bytes | None = None) -> None:
@@ -394,6 +394,8 @@ class RunChecker:
         self.abandon_buf: list[tuple[Mapping[str, Json], int]] = []  # execution_abandoned events of the end step
         self.late_buf: list[tuple[Mapping[str, Json], int]] = []  # results discarded within the end step
         self.abandoned: set[tuple[int, int]] = set()  # (request, ordinal) abandoned, whose late result may come
+        #: section 6: the run's write events, across its restarts (None while the run has recorded none)
+        self.writes: WriteTracker | None = None
 
     # -- inputs the guards read --------------------------------------------------------------
     def binding(self) -> str:
@@ -442,6 +444,14 @@ class RunChecker:
         self.events += 1
         self.last_line = line
         typ = ev["type"]
+        wt = self.writes
+        if typ == "write_recorded":  # section 6: an operation transition, between the loop's steps (R27, R40)
+            if wt is None:
+                wt = self.writes = WriteTracker()
+            wt.on_write(self, ev, line)
+            return
+        if wt is not None:
+            wt.before(self, ev, typ, line)
         step = ev.get("step")
         if self.concurrent and (typ == "execution_abandoned" or self.abandon_buf) and self._buffered(ev, typ, line):
             return
@@ -522,7 +532,9 @@ class RunChecker:
             if state == "proposed":
                 if self.concurrent:
                     self._arrival_input(obs, ev, line)
-                if s.final is not None:  # section 6 (R46): whether a write is still unknown, as the ledger reports it
+                if s.final is not None and self.writes is not None:  # section 6 (R46): from the run's write events
+                    s.unreconciled = self.writes.unknown()
+                elif s.final is not None:  # no write events: whether a write is still unknown, as the ledger reports it
                     s.unreconciled = ("reported",) if obs is not None and obs.id == t.unreconciled_stop else ()
                     if s.unreconciled:
                         self.checks.unreconciled_assumed = True
@@ -1103,3 +1115,4 @@ GAVE_UP: Final = Finished(False, None, 0)
 _OPENERS: dict[str, Callable[[RunChecker, Mapping[str, Json]], Transition | None]] = {}
 
 from . import _classify  # noqa: E402 - the classifier reads this module's types
+from ._writes import WriteTracker  # noqa: E402

@@ -34,6 +34,10 @@ LEDGER_ASSUMPTIONS: Final[Mapping[str, str]] = {
            "result only recorded as discarded is verified",
 }
 
+#: Section 6's rules a run ledger with write events lets the oracle verify (R36–R38, the tools' declarations and
+#: the keys' derivation, and R41, what the external system answered, are not in the ledger).
+WRITE_RULES_VERIFIED: Final = ("R39", "R40", "R42", "R43", "R44", "R45", "R46")
+
 #: Rules a ledger cannot witness at all.
 LEDGER_NOT_WITNESSED: Final[Mapping[str, str]] = {
     "R15": "error answers are recorded by code only: their message, next_action and request_id are not in the "
@@ -192,12 +196,16 @@ def ledger_checks(t: Tables, chk: RunChecker) -> dict[str, list[str]]:
     """The run's checks (computed once per set of assumed rules: runs share the lists, which nothing
     mutates)."""
     assumed = tuple(chk.checks.assumed())
-    key = (id(t), assumed)
+    writes = chk.writes is not None
+    key = (id(t), assumed, writes)
     hit = _CHECKS.get(key)
     if hit is None:
         not_w = list(LEDGER_NOT_WITNESSED)
         skip = set(assumed) | set(not_w) | {"R0"}
-        hit = {"verified": [r for r in t.rule_ids if r not in skip], "assumed": list(assumed), "notWitnessed": not_w}
+        verified = [r for r in t.rule_ids if r not in skip]
+        if writes:  # section 6, from the run's write events across its restarts (oracle/_writes.py)
+            verified += [r for r in WRITE_RULES_VERIFIED if r not in skip]
+        hit = {"verified": verified, "assumed": list(assumed), "notWitnessed": not_w}
         if len(_CHECKS) > 64:
             _CHECKS.clear()
         _CHECKS[key] = hit

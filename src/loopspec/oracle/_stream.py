@@ -24,6 +24,7 @@ from ._classify import after_terminal_divergence
 from ._ledger import GAVE_UP, Divergence, Finished, RunChecker, RunInputError
 from ._records import InputError, RunRecord, conforming_record, unreadable_record, violation_record
 from ._tables import EVENT_TYPES, tables_for
+from ._writes import WriteTracker
 
 Json = Any
 
@@ -211,6 +212,10 @@ class LedgerStream:
                         self.line = n
                         yield self._close_unreadable(chk, n, msg)
                         continue
+                if typ == "run_resumed":  # section 6 (R46): another process continues the run after a crash
+                    self.line = n
+                    yield from self._resumed(chk, ev, n, raw)
+                    continue
                 try:
                     chk.feed(ev, n)
                 except Divergence as d:
@@ -263,7 +268,7 @@ class LedgerStream:
         if fin is not None:
             yield from self._after_end(fin, ev, n, run)
             return
-        if typ != "run_started":
+        if typ not in ("run_started", "run_resumed"):
             self.finished[run] = GAVE_UP
             yield unreadable_record(self.file, run, 1, (n, n),
                                     f"run {run!r} starts with {typ} (seq {ev.get('seq')!r}), not run_started: its "
@@ -277,15 +282,48 @@ class LedgerStream:
                 return
         try:
             if ev.get("seq") != 1 or ev.get("seq").__class__ is not int:
-                raise RunInputError(f"run_started has seq {ev.get('seq')!r}; a run's events are numbered from 1", n)
+                raise RunInputError(f"{typ} has seq {ev.get('seq')!r}; a run's events are numbered from 1", n)
             k = raw.find(b'"config":')
-            self.open[run] = RunChecker(self.t, run, ev, n, config_key=raw[k:] if k >= 0 else None)
+            chk = RunChecker(self.t, run, ev, n, config_key=raw[k:] if k >= 0 else None)
+            if typ == "run_resumed":  # the ledger holds no earlier process of the run: checked from the restart on
+                chk.writes = WriteTracker()
+                chk.writes.restart(chk, ev, n)
+            self.open[run] = chk
+        except Divergence as d:
+            self.finished[run] = GAVE_UP
+            yield unreadable_record(self.file, run, 1, (n, n), d.then, n)
         except RunInputError as e:
             self.finished[run] = GAVE_UP
             yield unreadable_record(self.file, run, 1, (n, n), e.message, e.line or n)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             self.finished[run] = GAVE_UP
             yield unreadable_record(self.file, run, 1, (n, n), _explain_bad_event(ev, exc), n)
+
+    def _resumed(self, old: RunChecker, ev: dict[str, Json], n: int, raw: bytes) -> Iterator[RunRecord]:
+        """``run_resumed`` for an open run: its process crashed (it has no terminal event), another goes on. The
+        loop is replayed again from the restart, which is numbered from 1; the write rules go on across it."""
+        run = old.run_id
+        try:
+            if ev.get("seq") != 1 or ev.get("seq").__class__ is not int:
+                raise RunInputError(f"run_resumed has seq {ev.get('seq')!r}; a resumed run's events are numbered from 1"
+                                    " again", n)
+            k = raw.find(b'"config":')
+            new = RunChecker(self.t, run, ev, n, config_key=raw[k:] if k >= 0 else None)
+        except RunInputError as e:
+            yield self._close_unreadable(old, e.line or n, e.message)
+            return
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            yield self._close_unreadable(old, n, _explain_bad_event(ev, exc))
+            return
+        new.first_line, new.events = old.first_line, old.events + 1
+        new.writes = old.writes if old.writes is not None else WriteTracker()
+        self.open[run] = new
+        try:
+            new.writes.restart(new, ev, n)
+        except Divergence as d:
+            yield self._violation(new, d, ev, n)
+        except RunInputError as e:
+            yield self._close_unreadable(new, e.line or n, e.message)
 
     def _after_end(self, fin: Finished, ev: dict[str, Json], n: int, run: str) -> Iterator[RunRecord | InputError]:
         if not fin.conformed:
