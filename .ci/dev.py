@@ -5,7 +5,8 @@
     python3 .ci/dev.py test     # the full test suite (what CI runs)
     python3 .ci/dev.py loopspec ARGS...   # any loopspec command inside the project's venv
 
-The virtual environment lives in .venv/ and is rebuilt when pyproject.toml changes.
+The virtual environment lives in .venv/ and is rebuilt when pyproject.toml changes; Google ADK, which cannot
+share it (.ci/adk-constraints.txt), gets its own in .venv-adk/ (for the test and loopspec jobs).
 For the test job, Graphviz's `dot` and the PostgreSQL server binaries (for the PostgreSQL operation
 ledger's tests) are installed with apt-get when they are missing and we are root.
 """
@@ -51,6 +52,31 @@ def ensure_venv() -> None:
     STAMP.write_text(want)
 
 
+ADK_VENV = ROOT / ".venv-adk"
+ADK_PY = ADK_VENV / ("Scripts" if os.name == "nt" else "bin") / "python"
+ADK_STAMP = ADK_VENV / ".loopspec-installed"
+
+
+def ensure_adk_venv() -> None:
+    """Google ADK's own environment (.ci/adk-constraints.txt says why it cannot share .venv): loopspec without
+    extras plus google-adk at the pinned versions; `--impl google-adk` runs its adapter there as a process.
+    A failed install is not fatal: the ADK tests then skip, saying so."""
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()
+                          + (ROOT / ".ci" / "adk-constraints.txt").read_bytes()).hexdigest()
+    if ADK_STAMP.is_file() and ADK_STAMP.read_text().strip() == want and ADK_PY.exists():
+        return
+    say("installing Google ADK into its own environment .venv-adk (first run only)")
+    try:
+        if not ADK_PY.exists():
+            run([sys.executable, "-m", "venv", str(ADK_VENV)])
+        run([str(ADK_PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", str(ROOT),
+             "google-adk", "-c", str(ROOT / ".ci" / "adk-constraints.txt")])
+    except (subprocess.CalledProcessError, OSError) as exc:
+        say(f"could not build .venv-adk ({exc}); the Google ADK tests will be skipped")
+        return
+    ADK_STAMP.write_text(want)
+
+
 def ensure_graphviz() -> None:
     if shutil.which("dot"):
         return
@@ -93,6 +119,8 @@ def main(argv: list[str]) -> int:
     os.chdir(ROOT)
     ensure_venv()
     job, rest = argv[0], argv[1:]
+    if job in ("test", "loopspec"):
+        ensure_adk_venv()
     if job == "demo":
         return subprocess.call([str(BIN / "loopspec"), "demo", *rest])
     if job == "loopspec":

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import time
 from datetime import date
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +31,7 @@ ENV = {**os.environ, "PYTHONHASHSEED": "0"}
 sys.path.insert(0, str(ROOT / "src"))
 
 from loopspec._text import write_atomic  # noqa: E402
-from loopspec.frameworks import FRAMEWORKS, PACKAGES, installed, resolve  # noqa: E402
+from loopspec.frameworks import FRAMEWORKS, PACKAGES, framework_version, installed, resolve  # noqa: E402
 from loopspec.frameworks._risks import CONSEQUENCES, rank_risks  # noqa: E402
 
 #: --from-build: assemble the page from the reports a previous run left in build/frameworks/ (no campaign)
@@ -66,7 +65,7 @@ def probes(names: list[str], out: Path) -> dict[str, list[dict]]:
     framework -> the report entries (rule, kind, status, explanation, case) of the probes that diverge."""
     from loopspec._judge import judge
     from loopspec.frameworks._probes import PROBES
-    from loopspec.fuzz._adapter import InProcessImpl
+    from loopspec.fuzz._adapter import ImplFactory, InProcessImpl
     from loopspec.fuzz._harness import run_step
     from loopspec.fuzz._model import CampaignResult, Finding
     from loopspec.fuzz._report import report_data
@@ -76,10 +75,14 @@ def probes(names: list[str], out: Path) -> dict[str, list[dict]]:
     found_by: dict[str, list[dict]] = {}
     for name in names:
         rules: dict[tuple[str, str], dict] = {}
+        target = resolve(name)
+        factory = None
+        if isinstance(target, str):  # a framework in its own environment: one adapter process for its probes
+            factory = ImplFactory(target, timeout=30.0, warm=False)
+            process = factory.open("loop")
         for pid, (_what, step) in PROBES.items():
-            impl = resolve(name)()
-            step = impl.normalize_step(step)
-            trace = run_step(InProcessImpl(impl), step)
+            step = target.normalize_step(step) if factory is not None else target().normalize_step(step)
+            trace = run_step(process if factory is not None else InProcessImpl(target()), step)
             v = judge(trace)
             if v.ok or v.violation is None or (v.violation.rule, v.violation.kind) in rules:
                 continue
@@ -92,6 +95,9 @@ def probes(names: list[str], out: Path) -> dict[str, list[dict]]:
                                strict=CampaignResult(findings=[f], seed=0, stats=stats, files=[]))
             entry = next(r for r in data["rules"] if r["rule"] == v.violation.rule)
             rules[(v.violation.rule, v.violation.kind)] = {**entry, "case": str(case)}
+        if factory is not None:
+            factory.release(process)
+            factory.close()
         found_by[name] = list(rules.values())
         print(f"probes {name}: {sorted(rules)}", file=sys.stderr)
     return found_by
@@ -136,10 +142,10 @@ def main() -> int:
                    "strict findings: gone | seconds |", "|---|---|---|---|---|---|"]
     versions = []
     for name in args.names:
-        try:
-            ver = version(PACKAGES[name])
-        except PackageNotFoundError:
-            print(f"{name}: not installed (pip install 'loopspec[{name}]'), skipped", file=sys.stderr)
+        ver = framework_version(name) if installed(name) else None
+        if ver is None:
+            print(f"{name}: not installed (pip install 'loopspec[{name}]'; google-adk: its own environment, "
+                  "python3 .ci/dev.py loopspec --version builds .venv-adk), skipped", file=sys.stderr)
             continue
         versions.append(f"{name} {ver}")
         for mode in ("batch", "loop"):
@@ -225,10 +231,11 @@ def main() -> int:
 Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples {args.examples} --shrink-time \
 {args.shrink_time:g} --matrix-examples {args.matrix_examples} --matrix-shrink-time {args.matrix_shrink_time:g} --seed \
 {args.seed}` with {", ".join(versions)}: the versions CI installs
-(`.ci/frameworks-constraints.txt`, also the lower bounds of the `frameworks` extra in pyproject.toml) and fuzzes
-in smaller campaigns (tests/test_frameworks_fuzz.py). Everything below is what the runs showed, nothing else.
+(`.ci/frameworks-constraints.txt`, also the lower bounds of the `frameworks` extra in pyproject.toml; Google ADK's in
+`.ci/adk-constraints.txt`) and fuzzes in smaller campaigns (tests/test_frameworks_fuzz.py). Everything below is what
+the runs showed, nothing else.
 
-Each framework runs in process through its adapter (`src/loopspec/frameworks/`): a scripted model, the
+Each framework runs in process with its adapter (`src/loopspec/frameworks/`): a scripted model, the
 framework's own tool-calling path, tools registered the framework's way whose bodies count every real
 execution and raise exceptions whose message carries a canary when the harness's tool fails, no network.
 The adapters read what the framework puts in front of the model (its tool-result messages, whatever their
@@ -258,6 +265,16 @@ limit policy (every framework ends the run on a limit). The profile campaigns ru
 response one at a time where the framework has a setting for it (pydantic-ai's `parallel_execution_mode`,
 the Agents SDK's `max_function_tool_concurrency`); the frameworks' default concurrent modes are rows of the
 settings matrix. LangGraph's ToolNode has no such setting and runs them concurrently, which its profile says.
+
+Google ADK cannot share the project's environment: google-adk 2.13.0 requires `opentelemetry-api>=1.39,<=1.44`
+and the project pins 1.45.2 for the oracle's telemetry recordings (pip: "ResolutionImpossible ... google-adk 2.13.0
+depends on opentelemetry-api<=1.44 and >=1.39; The user requested (constraint) opentelemetry-api==1.45.2"). The
+newest google-adk pip finds compatible with the project's pins is 1.14.1, which would also move mcp, starlette,
+protobuf, tenacity and websockets under the other frameworks. So `.ci/dev.py` builds `.venv-adk` (loopspec without
+extras and ADK at its pins) and `--impl google-adk` runs the same kind of adapter there, in process with ADK,
+behind the JSON-RPC protocol the harness speaks to any implementation (`python -m loopspec.frameworks.google_adk`).
+Its concurrent mode with held answers (protocol v1.1 in process) is therefore not available; ADK's gather runs
+with answers given at once.
 
 The campaigns run with `PYTHONHASHSEED=0` (a framework campaign depended on string hashing). The `Case:`
 paths name the shrunk cases (`loopspec replay CASE.json --impl NAME` reruns one) under `build/frameworks/`;

@@ -30,7 +30,8 @@ CONCURRENT = {"pydantic-ai": "pydantic-ai[parallel=parallel]",
               "openai-agents": "openai-agents[concurrency=unbounded]",
               "langgraph": "langgraph[completion=harness]",
               "llamaindex": "llamaindex[completion=harness]",
-              "autogen": "autogen[completion=harness]"}
+              "autogen": "autogen[completion=harness]",
+              "smolagents": "smolagents[completion=harness]"}
 #: observed: LlamaIndex's FunctionAgent shows the model a response's tool results in completion order (R32)
 IN_COMPLETION_ORDER = {"llamaindex"}
 FAIL = {"fail": "INTERNAL_ERROR"}

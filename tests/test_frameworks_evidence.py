@@ -23,7 +23,13 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def _installed_file(shipped: str) -> Path:
+def _installed_file(shipped: str, framework: str = "") -> Path:
+    if framework == "google-adk" and importlib.util.find_spec("google.adk") is None:
+        from loopspec.frameworks.google_adk import adk_site_packages
+
+        site = adk_site_packages()  # ADK's own environment (.venv-adk)
+        assert site is not None
+        return site / shipped
     top = shipped.split("/", 1)[0]
     spec = importlib.util.find_spec(top)
     assert spec is not None and spec.submodule_search_locations, f"{top} is not an installed package"
@@ -72,13 +78,18 @@ def _graded() -> list[tuple[str, object]]:
 def test_each_quote_is_in_the_pinned_framework(case) -> None:
     """P-EVIDENCE: the quote is really there, in the version the profile names (`tested`)."""
     prof, choice = case
+    from loopspec.frameworks import framework_version
+
     try:
         installed = version(prof.framework)
     except PackageNotFoundError:
-        pytest.skip(f"{prof.framework} is not installed (pip install 'loopspec[frameworks]')")
+        installed = framework_version(prof.id) if prof.id == "google-adk" else None  # in its own environment
+        if installed is None:
+            pytest.skip(f"{prof.framework} is not installed (pip install 'loopspec[frameworks]'; google-adk: "
+                        "python3 .ci/dev.py test builds .venv-adk)")
     if installed != prof.tested:
         pytest.skip(f"{prof.framework} {installed} is installed; the profile's evidence is for {prof.tested}")
-    path = _installed_file(choice.shipped)
+    path = _installed_file(choice.shipped, prof.id)
     src = path.read_text(encoding="utf-8")
     tree = ast.parse(src)
     quote = _norm(choice.quote)

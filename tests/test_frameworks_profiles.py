@@ -379,3 +379,27 @@ def test_conforms_rows_say_how_many_examples_met_the_rules_preconditions() -> No
     r6 = next(r for r in data["rules"] if r["rule"] == "R6")
     assert r6["status"] == "conforms" and "1 replays across rounds seen" in r6["exercised"]
     assert "| R6 | Replay: same id, same content | conforms (1 replays" in render_report(data)
+
+
+def test_every_conforms_row_carries_a_count() -> None:
+    """Issue 17: each "conforms" row says how many judged steps met the rule's preconditions — the rules every
+    step is checked against count its requests, executions, answers, runs or concurrent steps, and a rule with no
+    precondition of its own counts the steps judged."""
+    from loopspec.fuzz._campaign import CampaignResult
+    from loopspec.fuzz._exercised import exercised
+    from loopspec.fuzz._report import report_data
+
+    a = {"id": "c1", "name": "lookup", "arguments": {"q": "a"}}
+    c = {"id": "c2", "name": "lookup", "arguments": {"q": "c"}}
+    trace = _loop([{"calls": [a, c]}, {"final": "x"}], [[], []], [], {"status": "COMPLETED",
+                  "stopReason": "FINAL_ANSWER", "final": "x"})
+    counts = exercised(trace)
+    assert counts["R0"] == 1 and counts["R1"] == 2 and counts["R11"] == 1 and counts["R28"] == 1
+    assert counts["R21"] == 1 and "R22" not in counts and "R29" not in counts  # ended by its final answer; sequential
+    stats = {"examples": 1, "steps": 1, "executionsObserved": 0, "seconds": 0.0, "exercised": dict(counts)}
+    data = report_data(impl="x", info={}, mode="loop", profile=None, out=None,
+                       result=CampaignResult(findings=[], seed=1, stats=stats, files=[]), strict=None)
+    bare = [r["rule"] for r in data["rules"] if r["status"] == "conforms" and not r.get("exercised")]
+    assert not bare, bare
+    r29 = next(r for r in data["rules"] if r["rule"] == "R29")
+    assert r29["exercised"] == "0 concurrent steps seen"

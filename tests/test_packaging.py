@@ -29,6 +29,7 @@ DISTRIBUTIONS = {
     "langgraph": "langgraph", "langchain_core": "langgraph",
     "smolagents": "smolagents", "llama_index": "llama-index-core",
     "autogen_agentchat": "autogen-agentchat", "autogen_core": "autogen-agentchat",  # core comes with agentchat
+    "google": "google-adk",  # google.adk, google.genai (google-genai comes with google-adk)
 }
 
 

@@ -310,7 +310,7 @@ def frameworks_section(color: bool, out: Path, facts: Facts | None = None) -> bo
 
     from .._spec import load_spec
     from .._text import write_atomic
-    from ..frameworks import FRAMEWORKS, PACKAGES, installed
+    from ..frameworks import FRAMEWORKS, PACKAGES, framework_version, installed
 
     facts = facts if facts is not None else {}
     print(paint("\n== 8. Real agent frameworks, in process, judged under their documented profiles", "1", color))
@@ -322,11 +322,11 @@ def frameworks_section(color: bool, out: Path, facts: Facts | None = None) -> bo
         return True
     ok = True
     for name in present:
-        print(f"loopspec fuzz --impl {name} --profile {name} --max-examples 15   ({PACKAGES[name]} {version(PACKAGES[name])})")
+        print(f"loopspec fuzz --impl {name} --profile {name} --max-examples 15   ({PACKAGES[name]} {framework_version(name)})")
         code, text, err = _cli(["fuzz", "--impl", name, "--profile", name, "--max-examples", "15", "--seed", "1",
                                 "--quiet", "--shrink-time", "10", "--out", str(out / "frameworks" / name)])
         print(_indent(text + err, 4))
-        fw["campaigns"][name] = {"version": version(PACKAGES[name]), "exit": code}
+        fw["campaigns"][name] = {"version": framework_version(name), "exit": code}
         ok = ok and code in (0, 1)  # a deviation is a finding about the framework, not a demo failure
     if "openai-agents" in present:
         tested = load_spec().profile("openai-agents").tested

@@ -125,7 +125,7 @@ def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
 
     try:
         target = impl_target(args.impl)
-        label = None if isinstance(target, str) else args.impl
+        label = None if isinstance(target, str) and not hasattr(target, "adapter") else args.impl
         factory = ImplFactory(target, timeout=args.timeout, cwd=args.cwd, label=label, **kw)
         probe = factory.open(mode)
         factory.release(probe)

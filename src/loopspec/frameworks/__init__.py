@@ -1,11 +1,16 @@
 """In-process adapters for real Python agent frameworks (optional extras).
 
 ``loopspec fuzz --impl pydantic-ai`` (or ``openai-agents``, ``langgraph``, ``smolagents``, ``llamaindex``,
-``autogen``) drives the framework's own tool-calling path with a scripted model and no network;
+``autogen``, ``google-adk``) drives the framework's own tool-calling path with a scripted model and no network;
 ``--impl 'NAME[setting=value,...]'`` runs it with other values of the settings its adapter declares
 (``SETTINGS``: the settings matrix of docs/frameworks.md); ``--impl module:attr`` loads any
 :class:`loopspec.fuzz.Executor` subclass (or factory) the same way. Each adapter module imports its
 framework only when it is used: ``pip install 'loopspec[pydantic-ai]'`` etc.
+
+``google-adk`` cannot share an environment with the project's pinned OpenTelemetry (see
+:mod:`loopspec.frameworks.google_adk`): where it is not importable, ``--impl google-adk`` runs the same
+adapter as a process in the environment ``.ci/dev.py`` builds for it (``.venv-adk``), over the JSON-RPC
+protocol.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import importlib.util
 import re
 from typing import Any, Final
 
-__all__ = ["FRAMEWORKS", "MODULES", "PACKAGES", "installed", "parse_settings", "resolve"]
+__all__ = ["FRAMEWORKS", "ISOLATED", "MODULES", "PACKAGES", "framework_version", "installed", "isolated_command",
+           "parse_settings", "resolve"]
 
 #: --impl name -> the adapter's entry point (module:attr)
 FRAMEWORKS: Final = {
@@ -25,20 +31,84 @@ FRAMEWORKS: Final = {
     "smolagents": "loopspec.frameworks.smolagents:SmolagentsExecutor",
     "llamaindex": "loopspec.frameworks.llamaindex:LlamaIndexExecutor",
     "autogen": "loopspec.frameworks.autogen:AutoGenExecutor",
+    "google-adk": "loopspec.frameworks.google_adk:GoogleADKExecutor",
 }
 
 #: --impl name -> the distribution that provides the framework (and the loopspec extra that installs it)
 PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents", "langgraph": "langgraph",
-                   "smolagents": "smolagents", "llamaindex": "llama-index-core", "autogen": "autogen-agentchat"}
+                   "smolagents": "smolagents", "llamaindex": "llama-index-core", "autogen": "autogen-agentchat",
+                   "google-adk": "google-adk"}
 
 #: --impl name -> the top-level module the framework's distribution installs
 MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph",
-                  "smolagents": "smolagents", "llamaindex": "llama_index.core", "autogen": "autogen_agentchat"}
+                  "smolagents": "smolagents", "llamaindex": "llama_index.core", "autogen": "autogen_agentchat",
+                  "google-adk": "google.adk"}
+
+#: frameworks that may live in an environment of their own (their adapter then runs as a process there)
+ISOLATED: Final = {"google-adk": "loopspec.frameworks.google_adk"}
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def isolated_command(name: str, settings: str = "") -> str | None:
+    """The command that runs an isolated framework's adapter in its own environment (None: no such
+    environment, or the framework is importable here and runs in process)."""
+    if name not in ISOLATED or _importable(MODULES[name]):
+        return None
+    mod = importlib.import_module(ISOLATED[name])
+    cmd = mod.command(settings)
+    if cmd is None:
+        return None
+    attr = FRAMEWORKS[name].partition(":")[2]
+    cls = getattr(mod, attr)
+    return IsolatedCommand(cmd, cls.with_settings(parse_settings(settings)) if settings else cls)
+
+
+class IsolatedCommand(str):
+    """The command that runs a framework's adapter in its own environment: a plain command for the harness,
+    which also knows the steps the framework can express (the adapter class's :meth:`normalize_step`,
+    computed here without importing the framework)."""
+
+    adapter: Any
+
+    def __new__(cls, command: str, adapter: Any) -> IsolatedCommand:
+        obj = super().__new__(cls, command)
+        obj.adapter = adapter
+        return obj
+
+    def normalize_step(self, step: dict[str, Any]) -> dict[str, Any]:
+        return object.__new__(self.adapter).normalize_step(step)
+
+
+def framework_version(name: str) -> str | None:
+    """The installed version of the framework behind ``--impl name`` (here or in its own environment)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PACKAGES[name])
+    except PackageNotFoundError:
+        pass
+    if name in ISOLATED:
+        site = importlib.import_module(ISOLATED[name]).adk_site_packages()
+        if site is not None:
+            import re as _re
+
+            for dist in site.glob(PACKAGES[name].replace("-", "_") + "-*.dist-info"):
+                m = _re.match(r".*-([^-]+)\.dist-info$", dist.name)
+                if m:
+                    return m.group(1)
+    return None
 
 
 def installed(name: str) -> bool:
-    """Is the framework behind ``--impl name`` importable here (its extra installed)?"""
-    return importlib.util.find_spec(MODULES[name]) is not None
+    """Is the framework behind ``--impl name`` importable here (its extra installed), or in its own
+    environment for an isolated one?"""
+    return _importable(MODULES[name]) or isolated_command(name) is not None
 
 
 _ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -64,8 +134,17 @@ def parse_settings(text: str) -> dict[str, str]:
 
 def resolve(impl: str) -> Any | None:
     """The in-process target for ``--impl``: a framework name (optionally with settings,
-    ``'langgraph[handle_tool_errors=text]'``) or ``module:attr``; None for a command."""
+    ``'langgraph[handle_tool_errors=text]'``) or ``module:attr``; None for a command. An isolated framework
+    (:data:`ISOLATED`) that is not importable here resolves to the command that runs it in its own
+    environment (a str)."""
     m = _SETTINGS.match(impl)
+    if m is not None and m.group(1) in ISOLATED and isolated_command(m.group(1)) is not None:
+        try:
+            return isolated_command(m.group(1), m.group(2))
+        except ValueError as exc:  # a bad setting is a usage error (ResolveError is one)
+            raise ResolveError(str(exc)) from None
+    if impl in ISOLATED and isolated_command(impl) is not None:
+        return isolated_command(impl)
     if m is not None and m.group(1) in FRAMEWORKS:
         base = resolve(m.group(1))
         try:

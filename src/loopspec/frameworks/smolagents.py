@@ -16,7 +16,11 @@
   are not shown). Which call an error belongs to is recorded by observing ``execute_tool_call`` (the
   adapter calls the original unchanged).
 * Settings (the settings matrix): ``max_tool_threads``: 1 (the calls of a step one at a time, as the other
-  adapters run them), or smolagents' default thread pool.
+  adapters run them), or smolagents' default thread pool. ``completion=harness``: smolagents' default thread
+  pool, and the tool bodies (in the pool's threads) wait for the answers the harness holds; it picks the
+  completion order (protocol v1.1, batch steps). The asyncio watcher of the other adapters cannot see threads,
+  so a watcher thread says ``tool.waiting`` when every call smolagents started is waiting for its answer and no
+  pool thread is about to start another (:class:`ThreadHeld`).
 
 What smolagents cannot express, and the fuzzer therefore does not propose or vary:
 
@@ -34,9 +38,11 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import os
+import threading
 from typing import Any, ClassVar
 
-from ..fuzz._adapter import ModelFailure, ModelFn
+from ..fuzz._adapter import HeldAnswers, ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, ok, reply_kind, shown
 
 Json = Any
@@ -50,6 +56,14 @@ class _Invalid(Exception):
     pass
 
 
+class _Args(dict):  # type: ignore[type-arg]
+    """A call's arguments, the very object smolagents hands on to ``execute_tool_call`` (which tells the adapter
+    which call runs): true even when empty, so that smolagents' ``tool_call.arguments or {}`` keeps it."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
 #: the request whose call smolagents is executing in this thread's context (see Observed.execute_tool_call)
 _RUNNING: contextvars.ContextVar[int | None] = contextvars.ContextVar("loopspec_smolagents_call", default=None)
 
@@ -57,7 +71,11 @@ _RUNNING: contextvars.ContextVar[int | None] = contextvars.ContextVar("loopspec_
 class SmolagentsExecutor(FrameworkExecutor):
     framework = "smolagents"
     name = "smolagents"
-    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"max_tool_threads": ("1", "default")}
+    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"max_tool_threads": ("1", "default"),
+                                                      "completion": ("at-once", "harness")}
+
+    def concurrent(self) -> bool:
+        return self.setting("completion") == "harness"
     limit_support: ClassVar[dict[str, str]] = {
         "maxRounds": "ToolCallingAgent(max_steps=...) (then one more model request for a final answer)",
         "maxExecutions": "none: smolagents has no execution budget",
@@ -96,7 +114,7 @@ class SmolagentsExecutor(FrameworkExecutor):
         return step
 
     # -- mapping -----------------------------------------------------------------------------
-    def _tools(self, run: Run) -> list[Any]:
+    def _tools(self, run: Run, threads: dict[str, Any]) -> list[Any]:
         from smolagents import Tool
 
         tools = []
@@ -113,8 +131,17 @@ class SmolagentsExecutor(FrameworkExecutor):
                 i = _RUNNING.get()  # set by the observed execute_tool_call of this call (its own thread context)
                 if i is None:
                     i = _calling(run, _name, received)
-                return json.dumps(run.enter(i, run.call(i).get("id") if i is not None else None, _name, received,
-                                            run.principal))
+                cid = run.call(i).get("id") if i is not None else None
+                held = threads.get("held")
+                if held is None:
+                    return json.dumps(run.enter(i, cid, _name, received, run.principal))
+                with held.lock:  # (the run's bookkeeping, from the pool's threads)
+                    cid, args, who, k = run._start(i, cid, received, run.principal)
+                try:
+                    return json.dumps(held.execute(cid, _name, args, who))
+                except Exception as exc:
+                    with held.lock:
+                        raise run._failed(i, exc, k) from None
 
             attrs = {"name": name, "description": f"The tool {name}.", "inputs": inputs, "output_type": "string",
                      "forward": forward, "skip_forward_signature_validation": True}
@@ -176,34 +203,58 @@ class SmolagentsExecutor(FrameworkExecutor):
                 run.propose(reply["calls"])
                 calls = []
                 for j, c in enumerate(reply["calls"]):
-                    args = dict(c["arguments"])
+                    args = _Args(c["arguments"])
                     sent[id(args)] = run.offsets[-1] + j
                     keep.append(args)  # alive for the run, so that no other object reuses its id()
                     calls.append(ChatMessageToolCall(function=ChatMessageToolCallFunction(name=c["name"], arguments=args),
                                                      id=c["id"], type="function"))
                 return ChatMessage(role="assistant", content="", tool_calls=calls)
 
+        shared: dict[str, Any] = {}
+        held = run.held
+        if held is not None:  # a concurrent step: the bodies, in smolagents' threads, wait for held answers
+            shared["held"] = ThreadHeld(held, _POOL)
+
         class Observed(ToolCallingAgent):  # type: ignore[misc]
+            def process_tool_calls(self, chat_message: Any, memory_step: Any) -> Any:
+                th = shared.get("held")
+                if th is not None:  # observed only: how many calls the step starts (one per id, as smolagents keeps)
+                    th.step(len({c.id for c in chat_message.tool_calls or []}))
+                return super().process_tool_calls(chat_message, memory_step)
+
             def execute_tool_call(self, tool_name: str, arguments: Any) -> Any:
                 # observed only: which request this is (smolagents hands on the very arguments object the model's
                 # call carried; the tool body does not see the call id), then the original, unchanged
                 token = _RUNNING.set(sent.get(id(arguments)))
+                th = shared.get("held")
+                if th is not None:
+                    th.enter()
                 try:
                     return super().execute_tool_call(tool_name, arguments)
                 except Exception as exc:  # recorded only: smolagents handles it as it would
-                    errors.append((tool_name, arguments, exc))
+                    if th is not None:
+                        with th.lock:
+                            errors.append((tool_name, arguments, exc))
+                    else:
+                        errors.append((tool_name, arguments, exc))
                     raise
                 finally:
+                    if th is not None:
+                        th.leave()
                     _RUNNING.reset(token)
 
         limits = params.get("limits") or {}
-        threads = 1 if self.setting("max_tool_threads") == "1" else None  # None: smolagents' own thread pool
+        threads = 1 if self.setting("max_tool_threads") == "1" and not self.concurrent() else None  # None: smolagents' pool
         rounds = limits.get("maxRounds")
-        agent = Observed(tools=self._tools(run), model=Scripted(model_id="loopspec-scripted"),
+        agent = Observed(tools=self._tools(run, shared), model=Scripted(model_id="loopspec-scripted"),
                          max_steps=rounds if rounds is not None else 10**6, verbosity_level=LogLevel.OFF,
                          max_tool_threads=threads)
         try:
-            result = agent.run("go", return_full_result=True)
+            if "held" in shared:
+                with shared["held"].watching():
+                    result = agent.run("go", return_full_result=True)
+            else:
+                result = agent.run("go", return_full_result=True)
         except (ModelFailure, _Invalid):
             return run.outcome("FAILED", "MODEL_ERROR")
         except Exception as exc:  # smolagents wraps the model's failures (AgentGenerationError)
@@ -273,3 +324,127 @@ def _erring(run: Run, errors: list[tuple[str, Json, BaseException]]) -> tuple[in
     if name not in run.tools:
         return candidates[-1], "UNKNOWN_TOOL"
     return candidates[-1], "INVALID_ARGUMENT" if isinstance(exc, AgentToolCallError) else "INTERNAL_ERROR"
+
+
+#: the size of smolagents' default thread pool (``ThreadPoolExecutor(None)``)
+_POOL = min(32, (os.cpu_count() or 1) + 4)
+
+
+class ThreadHeld:
+    """Held answers (protocol v1.1) for tool bodies that run in threads (smolagents' ``ThreadPoolExecutor``).
+
+    A body sends ``tool.execute`` at once (the start of its execution) and blocks until the harness releases its
+    answer. A watcher thread says ``tool.waiting`` when the step is quiet: some answer is held, no call smolagents
+    entered is running (each waits for its answer), and no pool thread is about to enter another (all the step's
+    calls entered, or every pool thread holds a waiting call). Every exchange with the harness is made under one
+    lock (the harness is not thread-safe); a released body counts as running again at once."""
+
+    #: consecutive quiet checks before ``tool.waiting`` (a thread handed work by the pool needs a moment to
+    #: enter execute_tool_call) and the pause between checks (seconds)
+    QUIET = 3
+    PAUSE = 0.002
+
+    def __init__(self, held: HeldAnswers, pool: int) -> None:
+        self._request = held._request
+        self._notify = held._notify
+        self.pool = pool
+        self.lock = threading.RLock()
+        self.expected = 0  # the calls of the current step
+        self.entered = 0
+        self.running = 0  # inside execute_tool_call and not waiting for an answer
+        self.waiting: list[Any] = []  # the reply function of each held answer
+        self._next = 0
+        self._done = threading.Event()
+        self.failure: BaseException | None = None
+
+    def step(self, calls: int) -> None:
+        with self.lock:
+            self.expected, self.entered = calls, 0
+
+    def enter(self) -> None:
+        with self.lock:
+            self.entered += 1
+            self.running += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.running -= 1
+
+    def execute(self, call_id: str, name: str, arguments: dict[str, Json], principal: str) -> Json:
+        from .._core import FAILURE_CATEGORIES
+        from .._engine import ToolFailure
+        from ..fuzz._rpc import HOLD, RpcError
+
+        box: list[tuple[Json, Any]] = []
+        ready = threading.Event()
+
+        def reply(result: Json = None, error: Any = None) -> None:  # under the lock (the watcher's notify)
+            if ready.is_set():
+                return
+            box.append((result, error))
+            if reply in self.waiting:
+                self.waiting.remove(reply)
+                self.running += 1
+            ready.set()
+
+        with self.lock:
+            if self.failure is not None:
+                raise ToolFailure("INTERNAL_ERROR")
+            self._next += 1
+            params = {"callId": call_id, "name": name, "arguments": arguments, "context": {"principal": principal}}
+            try:
+                got = self._request(self._next, "tool.execute", json.loads(json.dumps(params)), reply)
+            except RpcError as err:
+                got = None
+                reply(None, err)
+            if not ready.is_set():
+                if got is not HOLD:
+                    reply(got, None)
+                else:
+                    self.waiting.append(reply)
+                    self.running -= 1
+        ready.wait()
+        result, error = box[0]
+        if error is not None:
+            cat = error.data.get("category") if isinstance(error.data, dict) else None
+            raise ToolFailure(cat if cat in FAILURE_CATEGORIES else "INTERNAL_ERROR")
+        if not isinstance(result, dict) or "output" not in result:
+            raise ToolFailure("INTERNAL_ERROR")
+        return result["output"]
+
+    def _quiet(self) -> bool:
+        return (bool(self.waiting) and self.running == 0
+                and (self.entered >= self.expected or len(self.waiting) >= self.pool))
+
+    def _watch(self) -> None:
+        from ..fuzz._rpc import INTERNAL, RpcError
+
+        quiet = 0
+        while not self._done.wait(self.PAUSE):
+            with self.lock:
+                quiet = quiet + 1 if self._quiet() else 0
+                if quiet < self.QUIET:
+                    continue
+                quiet = 0
+                try:
+                    self._notify("tool.waiting", {})
+                except BaseException as exc:  # P4 past the notification limit: stop the run's tools
+                    self.failure = exc
+                    for reply in list(self.waiting):
+                        reply(None, RpcError(INTERNAL, "the harness stopped this run"))
+                    return
+
+    def watching(self) -> Any:
+        """A context in which the watcher thread runs."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def cm() -> Any:
+            t = threading.Thread(target=self._watch, name="loopspec-smolagents-watcher", daemon=True)
+            t.start()
+            try:
+                yield
+            finally:
+                self._done.set()
+                t.join(timeout=5)
+        return cm()

@@ -700,9 +700,9 @@ class ImplFactory:
     def step_normalizer(self) -> Callable[[dict[str, Json]], dict[str, Json]] | None:
         """An in-process target's ``normalize_step`` (framework adapters: the steps the framework can
         express), or None."""
-        if self.argv is not None:
-            return None
         t = self.target
+        if self.argv is not None:  # a command that says which steps it can express (an isolated framework's)
+            return getattr(t, "normalize_step", None)
         fn = getattr(t, "normalize_step", None)
         if fn is None:
             return None
@@ -712,6 +712,8 @@ class ImplFactory:
         return fn  # type: ignore[no-any-return]
 
     def describe(self) -> str:
+        if self.label is not None and hasattr(self.target, "adapter"):  # an isolated framework: its --impl name
+            return self.label
         if self.argv is not None:
             return shlex.join(self.argv)
         if self.label is not None:
