@@ -19,7 +19,7 @@ from loopspec.fuzz import ReferenceExecutor, fuzz
 from loopspec.fuzz._adapter import ImplFactory, InProcessImpl
 from loopspec.fuzz._campaign import Campaign
 from loopspec.fuzz._coverage import REACHABLE, UNREACHABLE
-from loopspec.fuzz._generate import Generator, matches
+from loopspec.fuzz._generate import Ahead, Generator, matches
 from loopspec.fuzz._harness import run_step
 from loopspec.fuzz._paths import batch_reference_path, loop_reference_path
 from tests.fuzz_helpers import ROOT, example_cmd
@@ -338,3 +338,24 @@ def test_a_framework_campaign_is_the_same_whatever_the_hash_seed(tmp_path: Path)
     first = once("1")
     assert first[0] > 0 and first[2]  # it ran, and found the SDK's known deviations from the strict spec
     assert once("2") == first
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the generator helper is forked")
+def test_the_generator_helper_ends_when_its_campaign_is_gone() -> None:
+    """The forked helper holds only the write end of its pipe: when the campaign dies without close()
+    (SIGKILL, a benchmark's kill at its timeout), the helper's next write fails and it exits. It used to
+    keep the read end open too and block on the full pipe for ever (observed: an orphan helper left by
+    benchmarks/fuzz_ttc.py, blocked in anon_pipe_write)."""
+    import signal
+
+    ahead = Ahead(Generator("batch", seed=1), range(100_000))
+    ahead.fh.close()  # the campaign's read end is gone, as when its process is killed
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        pid, _ = os.waitpid(ahead.pid, os.WNOHANG)
+        if pid:
+            return
+        time.sleep(0.05)
+    os.kill(ahead.pid, signal.SIGKILL)
+    os.waitpid(ahead.pid, 0)
+    pytest.fail("the generator helper outlived its campaign")

@@ -653,8 +653,9 @@ class Ahead:
                 for std in (0, 1, 2):
                     os.dup2(null, std)
                 os.close(null)
-                os.closerange(3, rfd)
-                os.closerange(rfd + 1, wfd)
+                # the read end too: were it open here, a campaign killed without close() (SIGKILL) would
+                # leave the helper blocked on a full pipe for ever instead of ending at EPIPE
+                os.closerange(3, wfd)
                 os.closerange(wfd + 1, 1 << 16)
                 with os.fdopen(wfd, "wb", buffering=1 << 16) as fh:
                     for i in self.indices:
