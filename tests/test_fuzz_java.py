@@ -93,3 +93,63 @@ def test_java_concurrent_executor_on_a_thread_pool_passes(java_cmd: list[str]) -
     finally:
         factory.close()
     assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+
+
+# --------------------------------------------------------------------------------------------
+# Write tools (protocol v1.2, PROTOCOL.md section 8): the Java ledger is a fsync'ed JSON-lines journal
+# --------------------------------------------------------------------------------------------
+
+
+def test_java_writes_steps_catch_each_broken_variant_by_its_rule(java_cmd: list[str]) -> None:
+    """Each --bug of the write tools breaks the fixed minimal step of tests/test_fuzz_writes.py with the
+    rule it breaks (R37, R43, R39, R42); the correct Java executor passes the same steps, and a restart
+    (the process killed at the send) is recovered from the journal by a lookup, one effect."""
+    from loopspec._judge import judge
+    from loopspec.fuzz._writes_harness import run_writes_step
+    from tests.test_fuzz_writes import BUGS, STEPS, wstep
+
+    def step(cmd: list[str], st: dict[str, object]) -> dict[str, object]:
+        factory = ImplFactory(cmd, timeout=20.0)
+        try:
+            trace, after = run_writes_step(factory.open("writes"), st, lambda: factory.open("writes"), factory.release)
+            if after is not None:
+                factory.release(after)
+            return trace
+        finally:
+            factory.close()
+
+    for bug, rule in BUGS.items():
+        v = judge(step([*java_cmd, "--bug", bug], STEPS[bug])).violation
+        assert v is not None and v.rule == rule, (bug, v)
+        assert judge(step(java_cmd, STEPS[bug])).ok, bug
+    trace = step(java_cmd, wstep(["A", "A"], [{"restart": "applied"}]))
+    assert [e["type"] for e in trace["events"]] == ["execute", "restart", "lookup", "response"], trace["events"]
+    res = trace["events"][-1]["result"]
+    assert [a["status"] for a in res["results"]] == ["ok", "ok"] and res["status"] == "COMPLETED"
+    assert judge(trace).ok
+
+
+def test_java_writes_campaign_finds_nothing_against_the_correct_executor(java_cmd: list[str], tmp_path: Path) -> None:
+    r = run(java_cmd, "writes", 50, "campaign", tmp_path)
+    assert r.ok, [f.verdict.violation.explanation for f in r.findings]
+    assert r.stats["examples"] >= 50 and r.stats["executionsObserved"] > 30, r.stats
+
+
+JAVA_WRITE_BUGS = {"key-by-call-id": "R37", "retry-without-lookup": "R43", "record-after-dispatch": "R39",
+                   "timeout-as-failure": "R42"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(JAVA_WRITE_BUGS))
+def test_java_writes_campaign_finds_and_shrinks_each_broken_variant(java_cmd: list[str], bug: str,
+                                                                   tmp_path: Path) -> None:
+    factory = ImplFactory([*java_cmd, "--bug", bug], timeout=20.0)
+    try:
+        r = Campaign(factory, mode="writes", max_examples=60, seed=1, isolation="campaign", out=tmp_path,
+                     shrink_seconds=2.0).run()
+    finally:
+        factory.close()
+    found = {f.rule: f for f in r.findings}
+    assert JAVA_WRITE_BUGS[bug] in found, f"{bug}: found {sorted(found)}"
+    f = found[JAVA_WRITE_BUGS[bug]]
+    assert f.shrunk and f.reproduced and f.calls <= 2 and len(f.steps) == 1, (f.calls, f.steps)

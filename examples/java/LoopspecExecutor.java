@@ -33,10 +33,18 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
+import java.io.UncheckedIOException;
 import java.io.Writer;
 import java.math.BigDecimal;
 import java.math.BigInteger;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -257,6 +265,8 @@ public final class LoopspecExecutor {
         CODES.put("TOOL_BUDGET_EXHAUSTED", new Code("limit", "STOP", "This tool's execution budget is used up.", "TRUNCATED", "MAX_TOOL_EXECUTIONS"));
         CODES.put("DEPENDENCY_TEMPORARY", new Code("failure", "RETRY_WITH_BUDGET", "A dependency is temporarily unavailable.", "FAILED", "TERMINAL_ERROR"));
         CODES.put("INTERNAL_ERROR", new Code("failure", "STOP", "The tool failed with an internal error.", "FAILED", "TERMINAL_ERROR"));
+        CODES.put("OUTCOME_UNKNOWN", new Code("unknown", "WAIT_FOR_RECONCILIATION", "The write was sent but its outcome is not known yet. "
+            + "It will be checked before it is sent again; do not repeat it under other arguments.", "TRUNCATED", "UNRECONCILED"));
     }
 
     static final class ToolFailed extends Exception {
@@ -792,6 +802,333 @@ public final class LoopspecExecutor {
     }
 
     // ------------------------------------------------------------------------------------------
+    // Write tools (protocol v1.2, SPEC.md section 6): a durable operation ledger in stateDir
+    // ------------------------------------------------------------------------------------------
+
+    /** tool.execute's answer was lost (a timeout): the write may or may not have been applied. */
+    static final long LOST = -32002;
+
+    /** One operation of the ledger: a write's state by its idempotency key. */
+    static final class Op {
+        String run;
+        String tool;
+        Object arguments;
+        String state;
+        Object result = Json.NULL;
+    }
+
+    /**
+     * The operation ledger: an append-only journal of JSON lines ({@code ledger.jsonl} in the state
+     * directory), one line per state change, each written and forced to the disk (FileChannel.force)
+     * before the method returns, so the intent and the dispatch mark are durable before the send
+     * (R38, R39). A change that touches several rows (the dispatch mark with what the budget counts,
+     * R45) is one line, so it is all or nothing. Opening the ledger replays the journal; a last line
+     * cut by a kill is dropped (it never completed) and the file truncated before it.
+     */
+    static final class Ledger implements AutoCloseable {
+        final Map<String, Op> ops = new HashMap<>();
+        final Map<String, Long> marks = new HashMap<>();
+        final Map<String, Map<Long, Object>> answers = new HashMap<>();
+        private final FileChannel ch;
+
+        @SuppressWarnings("unchecked")
+        Ledger(Path dir) throws IOException {
+            Path path = dir.resolve("ledger.jsonl");
+            boolean fresh = !Files.exists(path);
+            ch = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
+            if (fresh) {
+                ch.force(true);
+                try (FileChannel d = FileChannel.open(dir, StandardOpenOption.READ)) {
+                    d.force(true); // the new file's directory entry (Linux allows a directory to be forced)
+                } catch (IOException ignored) {
+                    // not supported on this platform: the file's own force is what we can do
+                }
+            }
+            byte[] all = Files.readAllBytes(path);
+            int start = 0;
+            long good = 0;
+            for (int k = 0; k < all.length; k++) {
+                if (all[k] != '\n') continue;
+                String line = new String(all, start, k - start, StandardCharsets.UTF_8);
+                try {
+                    apply((Map<String, Object>) Json.parse(line));
+                } catch (RuntimeException e) {
+                    break; // a damaged line: nothing after it completed
+                }
+                start = k + 1;
+                good = start;
+            }
+            if (good < all.length) ch.truncate(good); // a line cut by a kill (no newline): it never happened
+            ch.position(good);
+        }
+
+        @SuppressWarnings("unchecked")
+        private void apply(Map<String, Object> c) {
+            String t = (String) c.get("t");
+            switch (t) {
+                case "new" -> { // INSERT OR REPLACE: the intent of a write
+                    Op op = new Op();
+                    op.run = (String) c.get("run");
+                    op.tool = (String) c.get("tool");
+                    op.arguments = c.get("arguments");
+                    op.state = (String) c.get("state");
+                    ops.put((String) c.get("key"), op);
+                }
+                case "set" -> { // a state and its result
+                    Op op = ops.get((String) c.get("key"));
+                    if (op != null) {
+                        op.state = (String) c.get("state");
+                        op.result = c.get("result");
+                    }
+                }
+                case "mark" -> { // the dispatch mark, with the run's count of dispatches (R45)
+                    Op op = ops.get((String) c.get("key"));
+                    if (op != null) op.state = "dispatched";
+                    marks.merge((String) c.get("run"), 1L, Long::sum);
+                }
+                case "all" -> { // every operation of a run in one state moves to another
+                    for (Op op : ops.values()) {
+                        if (op.run.equals(c.get("run")) && op.state.equals(c.get("from"))) op.state = (String) c.get("to");
+                    }
+                }
+                case "answer" -> answers.computeIfAbsent((String) c.get("run"), r -> new HashMap<>())
+                    .putIfAbsent(asLong(c.get("idx")), c.get("answer"));
+                default -> throw new IllegalArgumentException("unknown journal line " + t);
+            }
+        }
+
+        /** Apply a change and make it durable: one journal line, forced to the disk before returning. */
+        @SuppressWarnings("unchecked")
+        void commit(Map<String, Object> change) {
+            Map<String, Object> c = (Map<String, Object>) Json.parse(Json.write(change)); // numbers as read back
+            apply(c);
+            ByteBuffer buf = ByteBuffer.wrap((Json.write(change) + "\n").getBytes(StandardCharsets.UTF_8));
+            try {
+                while (buf.hasRemaining()) ch.write(buf);
+                ch.force(false);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+
+        @Override public void close() throws IOException { ch.close(); }
+    }
+
+    static Map<String, Object> change(Object... kv) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        for (int k = 0; k < kv.length; k += 2) m.put((String) kv[k], kv[k + 1] == null ? Json.NULL : kv[k + 1]);
+        return m;
+    }
+
+    /**
+     * One writes.run: every request of the run through the operation ledger in stateDir. Each state
+     * change is one durable journal line, so a process killed at any point leaves the ledger as it was
+     * after the last completed change; a new process on the same directory resumes the run (R46).
+     */
+    private final class WritesRun {
+        final Map<String, Map<String, Object>> tools = new LinkedHashMap<>();
+        final String principal;
+        final String runId;
+        final long budget;
+        final List<Object> calls;
+        final Path stateDir;
+        Ledger ledger;
+
+        @SuppressWarnings("unchecked")
+        WritesRun(Map<String, Object> p) {
+            for (Object t : (List<Object>) p.get("tools")) {
+                Map<String, Object> tool = (Map<String, Object>) t;
+                tools.put((String) tool.get("name"), tool);
+            }
+            principal = (String) p.get("principal");
+            runId = (String) p.get("runId");
+            budget = asLong(p.get("budget"));
+            calls = (List<Object>) p.get("calls");
+            stateDir = Path.of((String) p.get("stateDir"));
+        }
+
+        String state(String key) {
+            Op op = ledger.ops.get(key);
+            return op == null ? "absent" : op.state;
+        }
+
+        void intent(String key, Map<String, Object> call) {
+            ledger.commit(change("t", "new", "key", key, "run", runId, "tool", call.get("name"),
+                "arguments", call.get("arguments"), "state", "intent"));
+        }
+
+        void put(String key, String state, Object result) {
+            ledger.commit(change("t", "set", "key", key, "state", state, "result", result));
+        }
+
+        /** The dispatch mark (W02), one journal line with what the budget counts (R45). */
+        void mark(String key) {
+            ledger.commit(change("t", "mark", "key", key, "run", runId));
+        }
+
+        long marks() {
+            return ledger.marks.getOrDefault(runId, 0L);
+        }
+
+        // -- keys (R37) ---------------------------------------------------------------------
+        @SuppressWarnings("unchecked")
+        String key(Map<String, Object> call) {
+            if (BUG.equals("key-by-call-id")) return (String) call.get("id");
+            Map<String, Object> t = tools.get((String) call.get("name"));
+            Map<String, Object> spec = (Map<String, Object>) t.get("key");
+            Object scope = spec.get("scope") == null ? "principal" : spec.get("scope");
+            Map<String, Object> args = (Map<String, Object>) call.get("arguments");
+            Map<String, Object> keyArgs = new LinkedHashMap<>();
+            for (Object a : (List<Object>) spec.get("arguments")) keyArgs.put((String) a, args.get((String) a));
+            Map<String, Object> doc = change("tool", t.get("name"), "principal", principal, "scope", scope,
+                "run", "run".equals(scope) ? runId : null, "arguments", keyArgs);
+            try {
+                byte[] h = MessageDigest.getInstance("SHA-256").digest(Json.canonical(doc).getBytes(StandardCharsets.UTF_8));
+                StringBuilder b = new StringBuilder();
+                for (byte x : h) b.append(String.format("%02x", x));
+                return b.toString();
+            } catch (NoSuchAlgorithmException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        // -- the external system ------------------------------------------------------------
+        /** A request to the harness; the whole response message (result or error). */
+        Map<String, Object> ask(String method, Map<String, Object> call, String key) throws IOException {
+            Map<String, Object> params = new LinkedHashMap<>();
+            if (method.equals("tool.execute")) params.put("callId", call.get("id"));
+            params.put("name", call.get("name"));
+            params.put("arguments", call.get("arguments"));
+            params.put("context", change("principal", principal, "idempotencyKey", key));
+            long id = ++nextId;
+            send(change("jsonrpc", "2.0", "id", id, "method", method, "params", params));
+            Map<String, Object> msg = read();
+            while (msg != null && !msg.containsKey("method")
+                    && !(msg.get("id") instanceof BigDecimal d && d.compareTo(BigDecimal.valueOf(id)) == 0)) {
+                msg = read();
+            }
+            if (msg == null) System.exit(0);
+            return msg;
+        }
+
+        /** Reconcile an unknown key (R43): its state afterwards. */
+        @SuppressWarnings("unchecked")
+        String lookup(String key, Map<String, Object> call) throws IOException {
+            if ("none".equals(tools.get((String) call.get("name")).get("reconcile"))) return "unknown";
+            Map<String, Object> msg = ask("tool.lookup", call, key);
+            if (!(msg.get("result") instanceof Map<?, ?> r)) return "unknown"; // unavailable (W08)
+            Map<String, Object> res = (Map<String, Object>) r;
+            if (Boolean.TRUE.equals(res.get("applied"))) {
+                put(key, "confirmed", res.get("output"));
+                return "confirmed";
+            }
+            put(key, "failed", null);
+            return "failed";
+        }
+
+        @SuppressWarnings("unchecked")
+        Map<String, Object> dispatch(String key, Map<String, Object> call) throws IOException {
+            if (!BUG.equals("record-after-dispatch")) mark(key); // durable before the send (R39)
+            Map<String, Object> msg = ask("tool.execute", call, key);
+            if (BUG.equals("record-after-dispatch")) mark(key);
+            if (msg.containsKey("result")) {
+                Object out = msg.get("result") instanceof Map<?, ?> r && r.containsKey("output") ? r.get("output") : Json.NULL;
+                put(key, "confirmed", out);
+                return change("id", call.get("id"), "status", "ok", "output", out);
+            }
+            Map<String, Object> err = msg.get("error") instanceof Map<?, ?> e ? (Map<String, Object>) e : Map.of();
+            if (err.get("code") instanceof BigDecimal c && c.compareTo(BigDecimal.valueOf(LOST)) == 0) {
+                if (BUG.equals("timeout-as-failure")) {
+                    put(key, "failed", null);
+                    return error(call, "DEPENDENCY_TEMPORARY");
+                }
+                put(key, "unknown", null);
+                return error(call, "OUTCOME_UNKNOWN");
+            }
+            Object data = err.get("data");
+            Object cat = data instanceof Map<?, ?> d ? d.get("category") : null;
+            put(key, "failed", null);
+            return error(call, cat instanceof String s && CODES.containsKey(s) && CODES.get(s).kind().equals("failure")
+                ? s : "INTERNAL_ERROR");
+        }
+
+        Map<String, Object> error(Map<String, Object> call, String code) {
+            Code c = CODES.get(code);
+            return change("id", call.get("id"), "status", "error", "code", code, "message", c.message(),
+                "next_action", c.nextAction());
+        }
+
+        // -- one request --------------------------------------------------------------------
+        Map<String, Object> decide(Map<String, Object> call) throws IOException {
+            String key = key(call);
+            for (int attempt = 0; attempt < 4; attempt++) {
+                String state = state(key);
+                if (state.equals("confirmed")) { // answered from the ledger (R44)
+                    return change("id", call.get("id"), "status", "ok", "output", ledger.ops.get(key).result);
+                }
+                if ((state.equals("unknown") || state.equals("dispatched")) && !BUG.equals("retry-without-lookup")) {
+                    if (state.equals("dispatched")) put(key, "unknown", null);
+                    if (lookup(key, call).equals("unknown")) return error(call, "OUTCOME_UNKNOWN");
+                    continue;
+                }
+                if (state.equals("intent")) return dispatch(key, call); // an intent without a mark was never sent (R39)
+                if (marks() >= budget) return error(call, "BUDGET_EXHAUSTED");
+                intent(key, call);
+                return dispatch(key, call);
+            }
+            return error(call, "OUTCOME_UNKNOWN");
+        }
+
+        List<String> keysIn(String... states) {
+            List<String> keys = new ArrayList<>();
+            for (Map.Entry<String, Op> e : ledger.ops.entrySet()) {
+                if (e.getValue().run.equals(runId) && List.of(states).contains(e.getValue().state)) keys.add(e.getKey());
+            }
+            keys.sort(null);
+            return keys;
+        }
+
+        void reconcileAll() throws IOException {
+            if (BUG.equals("retry-without-lookup")) return;
+            for (String key : keysIn("unknown")) {
+                Op op = ledger.ops.get(key);
+                lookup(key, change("id", "", "name", op.tool, "arguments", op.arguments));
+            }
+        }
+
+        @SuppressWarnings("unchecked")
+        Map<String, Object> run() throws IOException {
+            ledger = new Ledger(stateDir);
+            try {
+                // recovery (R46): a dispatch mark without a result is an unknown outcome; reconcile them all first
+                if (!BUG.equals("retry-without-lookup")) {
+                    ledger.commit(change("t", "all", "run", runId, "from", "dispatched", "to", "unknown"));
+                }
+                reconcileAll();
+                List<Object> results = new ArrayList<>();
+                for (int i = 0; i < calls.size(); i++) {
+                    Map<Long, Object> before = ledger.answers.get(runId);
+                    if (before != null && before.containsKey((long) i)) {
+                        results.add(before.get((long) i)); // answered before a restart
+                        continue;
+                    }
+                    Map<String, Object> a = decide((Map<String, Object>) calls.get(i));
+                    ledger.commit(change("t", "answer", "run", runId, "idx", i, "answer", a));
+                    results.add(a);
+                }
+                // the end of the run (R46): never-sent intents are abandoned, unknown outcomes reconciled once more
+                ledger.commit(change("t", "all", "run", runId, "from", "intent", "to", "failed"));
+                reconcileAll();
+                List<String> unknown = keysIn("unknown", "dispatched");
+                return change("results", results, "status", unknown.isEmpty() ? "COMPLETED" : "TRUNCATED",
+                    "stopReason", unknown.isEmpty() ? null : "UNRECONCILED", "unreconciled", unknown);
+            } finally {
+                ledger.close();
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
     // The request loop
     // ------------------------------------------------------------------------------------------
 
@@ -808,12 +1145,13 @@ public final class LoopspecExecutor {
             reply.put("id", id);
             try {
                 switch (method) {
-                    case "initialize" -> reply.put("result", Map.of("name", "example-java", "version", "1.1",
-                        "capabilities", CONCURRENT ? Map.of("batch", true, "loop", true, "concurrency", true)
-                                                   : Map.of("batch", true, "loop", true)));
+                    case "initialize" -> reply.put("result", Map.of("name", "example-java", "version", "1.2",
+                        "capabilities", CONCURRENT ? Map.of("batch", true, "loop", true, "writes", true, "concurrency", true)
+                                                   : Map.of("batch", true, "loop", true, "writes", true)));
                     case "batch.run" -> reply.put("result", CONCURRENT && params.get("concurrency") instanceof Map c
                         ? concurrentBatch(params, (Map<String, Object>) c) : batchRun(params));
                     case "loop.run" -> reply.put("result", loopRun(params));
+                    case "writes.run" -> reply.put("result", new WritesRun(params).run());
                     case "shutdown" -> {
                         reply.put("result", Json.NULL);
                         send(reply);
@@ -830,6 +1168,10 @@ public final class LoopspecExecutor {
         }
     }
 
+    /** The deliberate bugs: three of the batch, four of the write tools (the broken variants of spec/writes.toml). */
+    static final List<String> BUGS = List.of("replay-reexecutes", "conflict-reuse", "budget-after",
+        "key-by-call-id", "retry-without-lookup", "record-after-dispatch", "timeout-as-failure");
+
     /** The deliberate bug (--bug NAME), or "" for the correct executor. */
     static String BUG = "";
 
@@ -839,11 +1181,10 @@ public final class LoopspecExecutor {
     public static void main(String[] args) throws IOException {
         List<String> rest = new ArrayList<>(List.of(args));
         CONCURRENT = rest.remove("--concurrent");
-        if (rest.size() == 2 && rest.get(0).equals("--bug")
-                && List.of("replay-reexecutes", "conflict-reuse", "budget-after").contains(rest.get(1))) {
+        if (rest.size() == 2 && rest.get(0).equals("--bug") && BUGS.contains(rest.get(1))) {
             BUG = rest.get(1);
         } else if (!rest.isEmpty()) {
-            System.err.println("usage: LoopspecExecutor [--concurrent] [--bug replay-reexecutes|conflict-reuse|budget-after]");
+            System.err.println("usage: LoopspecExecutor [--concurrent] [--bug " + String.join("|", BUGS) + "]");
             System.exit(2);
         }
         new LoopspecExecutor().serve();
