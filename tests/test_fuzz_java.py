@@ -1,4 +1,5 @@
-"""The Java 17 example executor (examples/java) passes fuzz campaigns in batch and loop mode.
+"""The Java 17 example executor (examples/java) passes fuzz campaigns in batch, loop and writes mode,
+and its deliberate bugs are found by the rules they break.
 
 Compiled with the javac on PATH; skipped when there is none.
 """
@@ -139,7 +140,6 @@ JAVA_WRITE_BUGS = {"key-by-call-id": "R37", "retry-without-lookup": "R43", "reco
                    "timeout-as-failure": "R42"}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("bug", sorted(JAVA_WRITE_BUGS))
 def test_java_writes_campaign_finds_and_shrinks_each_broken_variant(java_cmd: list[str], bug: str,
                                                                    tmp_path: Path) -> None:
@@ -153,3 +153,34 @@ def test_java_writes_campaign_finds_and_shrinks_each_broken_variant(java_cmd: li
     assert JAVA_WRITE_BUGS[bug] in found, f"{bug}: found {sorted(found)}"
     f = found[JAVA_WRITE_BUGS[bug]]
     assert f.shrunk and f.reproduced and f.calls <= 2 and len(f.steps) == 1, (f.calls, f.steps)
+
+
+def test_java_ledger_drops_a_journal_line_cut_by_a_kill(java_cmd: list[str], tmp_path: Path) -> None:
+    """R39/R46: a process killed in the middle of a journal write leaves a last line without its newline;
+    the next process takes the ledger as it was before that line (the write stays dispatched, so
+    unreconciled with reconcile none), truncates the cut line and appends whole lines after it."""
+    import json
+
+    from loopspec.fuzz._writes_gen import writes_tools
+
+    state = tmp_path / "state"
+    state.mkdir()
+    journal = state / "ledger.jsonl"
+    lines = [{"t": "new", "key": "k1", "run": "r1", "tool": "pay", "arguments": {"order": "A", "amount": 5},
+              "state": "intent"}, {"t": "mark", "key": "k1", "run": "r1"}]
+    cut = json.dumps({"t": "set", "key": "k1", "state": "confirmed", "result": {"note": "x" * 400}})[:-9]
+    journal.write_text("".join(json.dumps(x) + "\n" for x in lines) + cut)
+    params = {"tools": writes_tools({"pay": "none"}), "budget": 3, "principal": "alice", "runId": "r1",
+              "stateDir": str(state), "calls": []}
+    msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+            {"jsonrpc": "2.0", "id": 2, "method": "writes.run", "params": params},
+            {"jsonrpc": "2.0", "id": 3, "method": "shutdown"}]
+    done = subprocess.run(java_cmd, input="".join(json.dumps(m) + "\n" for m in msgs), capture_output=True,
+                          text=True, timeout=60)
+    replies = [json.loads(x) for x in done.stdout.splitlines()]
+    assert replies[0]["result"]["capabilities"]["writes"] is True, replies
+    assert replies[1]["result"] == {"results": [], "status": "TRUNCATED", "stopReason": "UNRECONCILED",
+                                    "unreconciled": ["k1"]}, replies[1]
+    text = journal.read_text()
+    assert text.endswith("\n") and cut not in text
+    assert [json.loads(x)["t"] for x in text.splitlines()] == ["new", "mark", "all", "all"]

@@ -1,5 +1,5 @@
 /*
- * A tool-call executor in Java 17 that speaks the loopspec adapter protocol v1.1 (spec/PROTOCOL.md).
+ * A tool-call executor in Java 17 that speaks the loopspec adapter protocol v1.2 (spec/PROTOCOL.md).
  *
  * One file, no dependencies (it carries a small JSON reader/writer). It implements the rules of
  * spec/SPEC.md for a batch (R1-R17) and for a loop (R18-R22): the per-call check order, id bindings
@@ -22,9 +22,22 @@
  *
  *   loopspec fuzz --impl "java -cp build LoopspecExecutor --concurrent"
  *
+ * Protocol v1.2 (capability writes, PROTOCOL.md section 8): writes.run carries write tools through a
+ * durable operation ledger in the step's stateDir, kept without libraries as an append-only journal of
+ * JSON lines (ledger.jsonl), each change one line written and forced to the disk (FileChannel.force)
+ * before anything else happens: the intent and the dispatch mark are durable before the tool.execute
+ * that carries the idempotency key is sent (R37-R40); a lost answer is OUTCOME_UNKNOWN (R42) and is
+ * reconciled by tool.lookup before anything is sent again (R43); a confirmed key is answered from the
+ * ledger (R44); a new process on the same state directory replays the journal and resumes the run (R46).
+ *
+ *   loopspec fuzz --mode writes --impl "java -cp build LoopspecExecutor"
+ *
  * Deliberate bugs (--bug NAME), for testing the fuzzer: replay-reexecutes (R6: a replay runs the tool
  * again), conflict-reuse (R7: a conflicting request gets the id's stored result), budget-after (R9:
- * the budget is checked after the tool ran).
+ * the budget is checked after the tool ran); and those of the write tools, as in the Python example:
+ * key-by-call-id (R37: the idempotency key is the call id), retry-without-lookup (R43: an unknown
+ * outcome is sent again without a lookup), record-after-dispatch (R39: the dispatch mark is recorded
+ * after the send) and timeout-as-failure (R42: a lost answer is answered DEPENDENCY_TEMPORARY).
  *
  * stdout carries only protocol messages; logs go to stderr.
  */
