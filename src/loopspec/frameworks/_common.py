@@ -210,6 +210,16 @@ class Run:
         """The answers of one round, in request order (what the model is shown next, R18)."""
         return [self.answers[i] for i in self._order(round_) if i in self.answers]
 
+    def next_reply(self, model_next: ModelFn) -> tuple[Json, str]:
+        """The scripted model's next turn, as every adapter's model layer takes it: the answers of the current
+        round (what the model is shown: :meth:`round_results`), the harness's reply for the new round, and
+        that reply's kind (:func:`reply_kind`). Reading what the framework put in front of the model comes
+        first and is the adapter's own; so is what it keeps of a final reply."""
+        shown = self.round_results(self.current) if self.current >= 0 else []
+        self.rounds += 1
+        reply = model_next(self.rounds, shown)
+        return reply, reply_kind(reply)
+
     def _order(self, round_: int) -> list[int]:
         off = self.offsets[round_]
         return self.shown_order.get(round_) or list(range(off, off + len(self.proposals[round_])))

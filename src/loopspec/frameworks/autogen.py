@@ -34,7 +34,7 @@ import warnings
 from typing import Any, ClassVar
 
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ok, python_signature, reply_kind, shown
+from ._common import FrameworkExecutor, Run, ok, python_signature, shown
 
 Json = Any
 
@@ -162,10 +162,7 @@ class AutoGenExecutor(FrameworkExecutor):
                 last = [m for m in messages if isinstance(m, FunctionExecutionResultMessage)]
                 if last and messages and messages[-1] is last[-1]:
                     read(list(last[-1].content))
-            shown_now = run.round_results(run.current) if run.current >= 0 else []
-            run.rounds += 1
-            reply = model_next(run.rounds, shown_now)
-            kind = reply_kind(reply)
+            reply, kind = run.next_reply(model_next)
             usage = RequestUsage(prompt_tokens=0, completion_tokens=0)
             if kind == "final":
                 run.final = reply["final"]

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, ok, python_signature, reply_kind, shown
+from ._common import FrameworkExecutor, Run, ToolFailed, ok, python_signature, shown
 
 Json = Any
 
@@ -221,10 +221,7 @@ class GoogleADKExecutor(FrameworkExecutor):
                     got = responses_in(list(llm_request.contents or []))
                     if got is not None:
                         adapter._read(run, got)
-                shown_now = run.round_results(run.current) if run.current >= 0 else []
-                run.rounds += 1
-                reply = model_next(run.rounds, shown_now)
-                kind = reply_kind(reply)
+                reply, kind = run.next_reply(model_next)
                 if kind == "final":
                     run.final = reply["final"]
                     yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=reply["final"])]))

@@ -40,7 +40,7 @@ from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar
 
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, reply_kind, shown
+from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, shown
 
 Json = Any
 
@@ -288,10 +288,7 @@ def _scripted_chat_model(run: Run, model_next: ModelFn, adapter: LangGraphExecut
         def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
             if run.rounds > 0:
                 adapter._read(run, messages)
-            shown = run.round_results(run.current) if run.current >= 0 else []
-            run.rounds += 1
-            reply = model_next(run.rounds, shown)
-            kind = reply_kind(reply)
+            reply, kind = run.next_reply(model_next)
             if kind == "final":
                 msg = AIMessage(content=reply["final"])
             elif kind == "calls":

@@ -35,7 +35,7 @@ import warnings
 from typing import Any, ClassVar
 
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ok, python_signature, reply_kind, shown
+from ._common import FrameworkExecutor, Run, ok, python_signature, shown
 
 Json = Any
 
@@ -162,10 +162,7 @@ class LlamaIndexExecutor(FrameworkExecutor):
         async def respond(messages: list[Any]) -> Any:
             if run.rounds > 0:
                 read(messages)
-            shown_now = run.round_results(run.current) if run.current >= 0 else []
-            run.rounds += 1
-            reply = model_next(run.rounds, shown_now)
-            kind = reply_kind(reply)
+            reply, kind = run.next_reply(model_next)
             if kind == "final":
                 run.final = reply["final"]
                 return ChatResponse(message=ChatMessage(role="assistant", content=reply["final"]))

@@ -38,7 +38,7 @@ import warnings
 from typing import Any, ClassVar
 
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, reply_kind, shown
+from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, shown
 
 Json = Any
 
@@ -164,10 +164,7 @@ class OpenAIAgentsExecutor(FrameworkExecutor):
                 if run.rounds > 0:
                     read_answers(input)
                 seen[0] = len(input) if isinstance(input, list) else 0
-                shown = run.round_results(run.current) if run.current >= 0 else []
-                run.rounds += 1
-                reply = model_next(run.rounds, shown)
-                kind = reply_kind(reply)
+                reply, kind = run.next_reply(model_next)
                 if kind == "final":
                     msg = ResponseOutputMessage(id="msg", type="message", role="assistant", status="completed",
                                                 content=[ResponseOutputText(type="output_text", text=reply["final"],

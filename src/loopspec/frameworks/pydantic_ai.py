@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 from .._core import CODE_TABLE
 from ..fuzz._adapter import ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, reply_kind, shown
+from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, shown
 
 Json = Any
 
@@ -141,10 +141,7 @@ class PydanticAIExecutor(FrameworkExecutor):
         def model(messages: list[Any], info: AgentInfo) -> Any:
             if run.rounds > 0 and messages and isinstance(messages[-1], ModelRequest):
                 read_answers(messages[-1].parts)
-            shown = run.round_results(run.current) if run.current >= 0 else []
-            run.rounds += 1
-            reply = model_next(run.rounds, shown)
-            kind = reply_kind(reply)
+            reply, kind = run.next_reply(model_next)
             if kind == "final":
                 run.final = reply["final"]
                 return ModelResponse(parts=[TextPart(reply["final"])])

@@ -43,7 +43,7 @@ import threading
 from typing import Any, ClassVar
 
 from ..fuzz._adapter import HeldAnswers, ModelFailure, ModelFn
-from ._common import FrameworkExecutor, Run, ToolFailed, ok, reply_kind, shown
+from ._common import FrameworkExecutor, Run, ToolFailed, ok, shown
 
 Json = Any
 
@@ -188,10 +188,7 @@ class SmolagentsExecutor(FrameworkExecutor):
                          tools_to_call_from: Any = None, **kw: Any) -> Any:
                 if run.rounds > 0:
                     read(messages)
-                shown_now = run.round_results(run.current) if run.current >= 0 else []
-                run.rounds += 1
-                reply = model_next(run.rounds, shown_now)
-                kind = reply_kind(reply)
+                reply, kind = run.next_reply(model_next)
                 if kind == "final":
                     run.final = reply["final"]
                     call = ChatMessageToolCall(
