@@ -52,7 +52,11 @@ from loopspec.oracle.corpus import template_runs, write_corpus
 
 
 def parse_only(path: Path) -> int:
-    loads = _json.raw_parser()  # the bare parser (orjson.loads, or the stdlib decoder), no limit checked
+    """Read and parse every line with the bare parser (orjson.loads, or the stdlib decoder), no limit checked."""
+    return _parse_lines(path, _json.raw_parser())
+
+
+def _parse_lines(path: Path, loads: Any) -> int:
     n = 0
     with path.open("rb") as fh:
         readline = fh.readline
@@ -140,17 +144,7 @@ def skeleton(path: Path) -> int:
 
 def safe_parse_only(path: Path) -> int:
     """Read and parse every line with the oracle's own loader (its limits checked), nothing else."""
-    loads = _safejson.fast_loader()
-    n = 0
-    with path.open("rb") as fh:
-        readline = fh.readline
-        while True:
-            line = readline(1 << 24)
-            if not line:
-                break
-            loads(line)
-            n += 1
-    return n
+    return _parse_lines(path, _safejson.fast_loader())
 
 
 @contextlib.contextmanager
