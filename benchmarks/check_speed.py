@@ -173,6 +173,7 @@ def _without(replay: bool, setup: bool) -> Iterator[None]:
         self.step = 0
         self.terminal, self.inflight, self.terminal_line, self.concurrent = False, None, 0, False
         self.checks = Checks()
+        self.writes = None
         if not states:
             states[0] = RunState(cached_run_config(started["config"], run_id)[0])
         self.s = states[0]

@@ -22,7 +22,7 @@ def _run(script: str, *args: str, timeout: float = 300) -> str:
 
 
 def test_check_speed_prints_limit_check_and_skeleton() -> None:
-    out = _run("check_speed.py", "--events", "3000", "--repeat", "1", "--memory", "--jobs", "2")
+    out = _run("check_speed.py", "--events", "3000", "--repeat", "1", "--memory", "--jobs", "2", "--stages")
     assert "parse only" in out and "(the limit)" in out and "check/limit" in out
     assert "skeleton" in out and "leaving" in out  # the lower bound the README's Measured section cites
     events = int(re.search(r"^ledger: (\d+) events, (\d+) runs", out, re.M).group(1))  # type: ignore[union-attr]
@@ -42,6 +42,8 @@ def test_check_speed_prints_limit_check_and_skeleton() -> None:
     assert 10 < float(m.group(1)) < 200 and int(m.group(2)) == events and m.group(3) == "0", m.group(0)
     assert "peak traced memory (tracemalloc" in out
     assert "check --jobs 2" in out and "best: check/limit = " in out  # the --jobs ratio on one file
+    # --stages replays with stand-ins for RunChecker's setup and feed: they must keep up with its attributes
+    assert re.search(r"stages of the check \(\w+\), CPU us/event.* replay -?[\d.]+ = [\d.]+;", out), out
 
 
 def test_fuzz_speed_prints_limit_fuzz_and_floor() -> None:
