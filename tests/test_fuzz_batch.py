@@ -4,6 +4,7 @@ a badly behaved process is a finding (not a fuzzer crash), cases replay, files a
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -150,7 +151,70 @@ def test_a_hang_is_a_P2_finding_within_the_time_budget(tmp_path: Path) -> None:
     assert (tmp_path / "P2.json").is_file()
     detail = next(f for f in r.findings if f.rule == "P2").verdict.violation.observed["detail"]
     assert "no answer to batch.run" in detail and "of sending it" in detail, detail  # a deadline, not silence
+    if _PROC:  # what it did meanwhile: the example sleeps (PROTOCOL.md, P2)
+        assert re.search(r"in those [\d.]+ s it sent 0 request\(s\) and used [\d.]+ s of CPU: idle", detail), detail
     # the busy-pipe variants (blank lines, notifications, endless requests) are in tests/hostile
+
+
+_PROC = Path("/proc/self/stat").is_file()  # where a process's CPU time can be read (Linux)
+
+_SPIN = """
+import json, sys, time
+sys.stdin.readline()  # a first request, answered once the process is up (its start-up is not the wait's)
+print(json.dumps({"jsonrpc": "2.0", "id": 1, "result": None}), flush=True)
+sys.stdin.readline()  # the request it does not answer
+if sys.argv[1] == "ask":  # one request of its own first (a tool.execute the harness answers)
+    print(json.dumps({"jsonrpc": "2.0", "id": "x", "method": "tool.execute", "params": {}}), flush=True)
+    sys.stdin.readline()
+if sys.argv[1] == "sleep":
+    time.sleep(60)
+t = time.monotonic()
+while time.monotonic() - t < 60:
+    pass
+"""
+
+
+@pytest.mark.skipif(not _PROC, reason="the CPU time of a process is read from /proc")
+@pytest.mark.parametrize(("behaviour", "requests", "verdict"),
+                         [("spin", 0, "busy, it computes without answering (and without asking anything)"),
+                          ("ask", 1, "busy, it computes without answering"),
+                          ("sleep", 0, "idle, it waits for something that does not come")])
+def test_a_P2_says_what_the_process_did_while_it_was_waited_for(behaviour: str, requests: int, verdict: str) -> None:
+    import subprocess
+
+    from loopspec.fuzz._adapter import ProcessImpl
+    from loopspec.fuzz._rpc import ProtocolFailure
+
+    proc = subprocess.Popen([sys.executable, "-c", _SPIN, behaviour], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, bufsize=0)
+    impl = ProcessImpl(proc, 1.5, None)
+    try:
+        assert impl.call("ping", {}, lambda method, params: None) is None
+        with pytest.raises(ProtocolFailure) as info:
+            impl.call("batch.run", {}, lambda method, params: {"status": "ok"})
+    finally:
+        proc.kill()
+        proc.wait()
+    assert info.value.code == "P2"
+    m = re.search(r"; in those ([\d.]+) s it sent (\d+) request\(s\)(?:, the last [\d.]+ s in)? and used ([\d.]+) s "
+                  r"of CPU: (.*)$",
+                  info.value.detail)
+    assert m is not None, info.value.detail
+    assert float(m.group(1)) >= 1.5 and int(m.group(2)) == requests
+    assert m.group(4) == verdict, info.value.detail
+
+
+def test_waited_for_names_the_share_of_a_core() -> None:
+    from loopspec.fuzz._rpc import waited_for
+
+    assert waited_for(10.0, 0, None) == "in those 10.0 s it sent 0 request(s)"
+    assert waited_for(10.0, 2, (6.0, None), 0.25) == ("in those 10.0 s it sent 2 request(s), the last 0.2 s in and used "
+                                                      "6.0 s of CPU: busy, it computes without answering")
+    # a loaded machine: little CPU, but runnable all along
+    assert waited_for(10.0, 0, (2.0, 9.9)).endswith("2.0 s of CPU: busy, it computes without answering (and "
+                                                     "without asking anything)")
+    assert waited_for(10.0, 0, (0.3, 0.4)).endswith("0.3 s of CPU: idle, it waits for something that does not come")
+    assert waited_for(10.0, 0, (2.0, 2.5)) == "in those 10.0 s it sent 0 request(s) and used 2.0 s of CPU"
 
 
 # --------------------------------------------------------------------------------------------

@@ -34,9 +34,12 @@ builds ``.venv-adk`` (loopspec without extras plus the versions in ``.ci/adk-con
 ``--impl google-adk`` runs ``python -m loopspec.frameworks.google_adk`` from it: this adapter, in process with
 ADK, served over the JSON-RPC protocol on stdin/stdout (``LOOPSPEC_ADK_PYTHON`` names another interpreter).
 
-Observed (docs/frameworks.md, P2): a response that calls a tool with an empty name never ends: ADK answers that
-call "no tool with that name" again and again without asking the model, so ``max_llm_calls`` never binds and the
-harness's per-request timeout stops the run.
+Observed (docs/frameworks.md, P2): a response that calls a tool with an empty name beside another call never
+ends (the empty name alone is answered and the run ends; the ids may differ or repeat). The P2's evidence says the
+process was busy all the while, after the model turn and the other call's execution; a stack sample of it (2.13.0)
+is in ``BaseLlmFlow._run_one_step_async``, which takes its ``REPLAY_CALLS`` branch (``decide_step_resume`` finds a
+call it counts as never executed) and returns before it calls the model, step after step, so ``max_llm_calls``
+never binds and only the harness's per-request timeout stops the run.
 
 What ADK cannot express, and the fuzzer therefore does not propose or vary:
 

@@ -38,6 +38,7 @@ from ._rpc import (
     Peer,
     ProtocolFailure,
     RpcError,
+    process_activity,
 )
 from ._wire import WireError, decode_line
 
@@ -542,7 +543,7 @@ class ProcessImpl(Impl):
         with contextlib.suppress(AttributeError, OSError):
             self.exit_fd = os.pidfd_open(proc.pid)
         self.channel = Channel(proc.stdout.fileno(), proc.stdin.fileno(), timeout=timeout, on_eof=self._evidence,
-                               exit_fd=self.exit_fd)
+                               exit_fd=self.exit_fd, activity=lambda: process_activity(proc.pid))
         self.peer = Peer(self.channel, strict=True)
         self.info = {}
         self.healthy = True

@@ -114,6 +114,66 @@ MAX_BYTES_PER_REQUEST: Final = 64 * 1024 * 1024
 EXIT_GRACE: Final = 0.3
 
 
+def waited_for(seconds: float, requests: int, activity: tuple[float, float | None] | None,
+               last: float | None = None) -> str:
+    """What an implementation did while a request of the harness went unanswered (a P2's evidence): the
+    requests it sent meanwhile and, when known, ``activity`` = (CPU seconds it used, seconds it was runnable:
+    running or waiting for a CPU; None when the system does not tell). Runnable half the time or more is
+    *busy* (computing, whatever the machine's load lets it have); 5% or less is *idle* (blocked: waiting for
+    something). Without the runnable time the CPU time decides, which a loaded machine makes smaller.
+    ``last``: when its last request came, in seconds after the harness's request was sent."""
+    text = f"in those {seconds:.1f} s it sent {requests} request(s)"
+    if requests and last is not None:
+        text += f", the last {last:.1f} s in"
+    if activity is None:
+        return text
+    cpu, runnable = activity
+    text += f" and used {cpu:.1f} s of CPU"
+    share = (runnable if runnable is not None else cpu) / seconds if seconds > 0 else 0.0
+    if share >= 0.5:
+        text += ": busy, it computes without answering" + (" (and without asking anything)" if not requests else "")
+    elif share <= 0.05:
+        text += ": idle, it waits for something that does not come"
+    return text
+
+
+def process_activity(pid: int) -> tuple[float, float | None] | None:
+    """(CPU seconds, runnable seconds) of process ``pid`` so far, over all its threads (not its children),
+    from Linux's /proc: the CPU time from ``stat``, the runnable time (on a CPU or waiting in its run
+    queue) from the threads' ``schedstat`` when the kernel keeps it (else None). None where /proc cannot
+    be read (another system, a process gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        fields = stat[stat.rindex(b")") + 2:].split()
+        cpu = (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+    runnable = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
+                on_cpu, queued = fh.read().split()[:2]
+            runnable += int(on_cpu) + int(queued)
+    except (OSError, ValueError):
+        return cpu, None
+    return cpu, runnable / 1e9
+
+
+def activity_since(before: tuple[float, float | None] | None,
+                   now: tuple[float, float | None] | None) -> tuple[float, float | None] | None:
+    """The activity between two readings of :func:`process_activity`."""
+    if before is None or now is None:
+        return None
+    return now[0] - before[0], (None if before[1] is None or now[1] is None else now[1] - before[1])
+
+
+try:
+    _TICKS: Final = os.sysconf("SC_CLK_TCK")
+except (AttributeError, ValueError, OSError):  # pragma: no cover - not a POSIX system
+    _TICKS = 100
+
+
 class Channel:
     """One JSON value per line over raw file descriptors.
 
@@ -123,8 +183,10 @@ class Channel:
     """
 
     def __init__(self, rfd: int, wfd: int, *, timeout: float | None = None,
-                 on_eof: Callable[[], str] | None = None, exit_fd: int | None = None) -> None:
+                 on_eof: Callable[[], str] | None = None, exit_fd: int | None = None,
+                 activity: Callable[[], tuple[float, float | None] | None] | None = None) -> None:
         self.rfd, self.wfd = rfd, wfd
+        self.activity = activity  # the other side's process_activity, when it is a process (a P2's evidence)
         self.timeout = timeout
         self.on_eof = on_eof  # extra evidence for a P1 (e.g. the process's exit code and stderr tail)
         self.exit_fd = exit_fd
@@ -275,14 +337,24 @@ class Peer:
         notes = note_bytes = nested = 0
         what = f"{method} (id {rid})"
         start_bytes = ch.bytes_in
+        sent_at, active_at = time.monotonic(), ch.activity() if ch.activity is not None else None
+        last_request: float | None = None
         while True:
-            msg = ch.receive(deadline, what=what)
+            try:
+                msg = ch.receive(deadline, what=what)
+            except ProtocolFailure as exc:
+                if exc.code != "P2":
+                    raise
+                now = ch.activity() if ch.activity is not None and active_at is not None else None
+                raise ProtocolFailure("P2", exc.kind, exc.detail + "; " + waited_for(
+                    time.monotonic() - sent_at, nested, activity_since(active_at, now), last_request)) from None
             if ch.bytes_in - start_bytes > MAX_BYTES_PER_REQUEST:
                 raise ProtocolFailure("P4", "flood", f"more than {MAX_BYTES_PER_REQUEST} bytes of messages while "
                                                      f"waiting for the answer to {what}")
             kind = self._classify(msg)
             if kind == "request":
                 nested += 1
+                last_request = time.monotonic() - sent_at
                 if nested > MAX_NESTED_REQUESTS:
                     raise ProtocolFailure("P4", "flood", f"more than {MAX_NESTED_REQUESTS} requests while waiting "
                                                          f"for the answer to {what}")
