@@ -2,7 +2,7 @@
 """Set up everything on a fresh machine (only python3 needed), then run a job.
 
     python3 .ci/dev.py demo     # the main job: the demo of the whole product
-    python3 .ci/dev.py test     # the full test suite (what CI runs)
+    python3 .ci/dev.py test     # the full test suite (what CI runs), on every CPU (pytest-xdist)
     python3 .ci/dev.py loopspec ARGS...   # any loopspec command inside the project's venv
 
 The virtual environment lives in .venv/ and is rebuilt when pyproject.toml changes; Google ADK, which cannot
@@ -127,7 +127,20 @@ def main(argv: list[str]) -> int:
         return subprocess.call([str(BIN / "loopspec"), *rest])
     ensure_graphviz()
     ensure_postgres()
-    return subprocess.call([str(PY), "-m", "pytest", *rest])
+    return subprocess.call([str(PY), "-m", "pytest", *parallel(rest), *rest])
+
+
+def parallel(rest: list[str]) -> list[str]:
+    """pytest-xdist's options for the test job: one worker per CPU (CI has 2), tests marked
+    ``xdist_group`` (those sharing an expensive module fixture: a wheel, a database server, a Java build)
+    kept on one worker. None when the caller chose (-n, --numprocesses, -p no:xdist) or there is one CPU."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    chosen = any(a in ("-n", "--numprocesses", "no:xdist", "-pno:xdist") or a.startswith(("-n", "--numprocesses="))
+                 for a in rest)
+    if cpus < 2 or chosen:
+        return []
+    say(f"running the tests on {cpus} workers (pytest-xdist; add -n 0 to run them in one process)")
+    return ["-n", str(cpus), "--dist", "loadgroup"]
 
 
 if __name__ == "__main__":

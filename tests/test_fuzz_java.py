@@ -19,8 +19,9 @@ from tests.fuzz_helpers import ROOT
 
 JAVA_SOURCE = ROOT / "examples" / "java" / "LoopspecExecutor.java"
 
-pytestmark = pytest.mark.skipif(shutil.which("javac") is None or shutil.which("java") is None,
-                                reason="javac/java not on PATH")
+pytestmark = [pytest.mark.skipif(shutil.which("javac") is None or shutil.which("java") is None,
+                                 reason="javac/java not on PATH"),
+              pytest.mark.xdist_group("java")]  # one worker compiles the executor once (pytest-xdist)
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ from loopspec._writes_spec import load_write_spec
 
 from .writes.merchant import Remote
 
+pytestmark = pytest.mark.xdist_group("postgres")  # one worker starts the PostgreSQL cluster once (pytest-xdist)
+
 psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install 'loopspec[postgres]')")
 
 CHILD = Path(__file__).resolve().parent / "writes" / "loop_child.py"

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("dists")  # one worker builds the sdist and the wheel once (pytest-xdist)
+
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "loopspec"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# one worker builds and installs the wheel once for the whole module (pytest-xdist, --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "oracle"
@@ -116,18 +117,23 @@ def test_vectors(installed: Installed) -> None:
     assert m and m.group(1) == m.group(2) and int(m.group(1)) > 100
 
 
-def test_verify_at_a_small_bound(installed: Installed) -> None:
+@pytest.fixture(scope="module")
+def verified(installed: Installed) -> dict[str, object]:
+    """The JSON report of ``loopspec verify`` at a small bound; its coverage is in ``verify/``."""
     r = installed.loopspec("verify", "--bound", "batch.calls=2", "--bound", "loop.calls=2", "--format", "json",
                            "--out", "verify")
     assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout)
-    assert report["passed"] and report["bounds"].endswith("loopspec/spec/bounds.toml")
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+
+def test_verify_at_a_small_bound(installed: Installed, verified: dict[str, object]) -> None:
+    assert verified["passed"] and str(verified["bounds"]).endswith("loopspec/spec/bounds.toml")
     assert (installed.work / "verify" / "coverage.json").is_file()
     r = installed.loopspec("verify", "--scope", "batch", "--bound", "batch.calls=2")
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
 
 
-def test_diagram_mermaid_and_svg(installed: Installed) -> None:
+def test_diagram_mermaid_and_svg(installed: Installed, verified: dict[str, object]) -> None:
     formats = ["mermaid", "svg"] if shutil.which("dot") else ["mermaid"]
     r = installed.loopspec("diagram", *(a for f in formats for a in ("--format", f)), "--out", "diagrams")
     assert r.returncode == 0, r.stderr
