@@ -203,9 +203,12 @@ _GUARD_SRC, _GUARD_NS = _guard_sources()
 _COMPILED: dict[tuple[int, tuple[tuple[str, bool], ...]], dict[str, Any]] = {}
 
 
-def _expected_fns(tables: Tables, rc: RunConfig | None = None) -> dict[str, Any]:
-    """The compiled driving groups, with the guards the run's configuration fixes folded in."""
-    const = _constant_guards(rc) if rc is not None else ()
+def _expected_fns(tables: Tables, rc: RunConfig | None = None,
+                  const: tuple[tuple[str, bool], ...] | None = None) -> dict[str, Any]:
+    """The compiled driving groups, with the guards the run's configuration fixes folded in (``const``:
+    :func:`_constant_guards` of ``rc``, when the caller has it)."""
+    if const is None:
+        const = _constant_guards(rc) if rc is not None else ()
     key = (id(tables), const)
     fns = _COMPILED.get(key)
     if fns is None:
@@ -289,26 +292,35 @@ def _concurrency_config(raw: Mapping[str, Json]) -> tuple[int, frozenset[str]]:
     return mc, frozenset(barriers)
 
 
-_CONFIGS: dict[bytes | str, tuple[RunConfig, LoopConfig]] = {}
+_Const = tuple[tuple[str, bool], ...]
+_CONFIGS: dict[bytes | str, tuple[RunConfig, LoopConfig, _Const]] = {}
 
 
 def cached_run_config(raw: Json, run_id: str, key: bytes | str | None = None) -> tuple[RunConfig, LoopConfig]:
     """run_config, memoized on the configuration's text (runs of one service share it). ``key``: the
     raw text from ``"config":`` to the end of the line, when the caller has it (the same bytes mean the
     same configuration); else the canonical JSON text of the configuration."""
+    rc, lc, _const = _cached_setup(raw, run_id, key)
+    return rc, lc
+
+
+def _cached_setup(raw: Json, run_id: str, key: bytes | str | None) -> tuple[RunConfig, LoopConfig, _Const]:
+    """:func:`cached_run_config` and the configuration's :func:`_constant_guards` (memoized with it)."""
     if key is None:
         try:
             key = _json_dumps_sorted(raw)
         except (TypeError, ValueError):
-            return run_config(raw, run_id)
+            rc, lc = run_config(raw, run_id)
+            return rc, lc, _constant_guards(rc)
     hit = _CONFIGS.get(key)
     if hit is None:
-        hit = run_config(raw, "")
+        rc, lc = run_config(raw, "")
+        hit = (rc, lc, _constant_guards(rc))
         if len(_CONFIGS) >= 256:
             _CONFIGS.clear()
         _CONFIGS[key] = hit
-    rc, lc = hit
-    return _with_run_id(rc, run_id), lc
+    rc, lc, const = hit
+    return _with_run_id(rc, run_id), lc, const
 
 
 _RC_FIELDS: Final = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name != "run_id")
@@ -354,12 +366,12 @@ class RunChecker:
             raise RunInputError(f"ledger version {started.get('v')!r} is not supported (this oracle reads version 1)",
                                 line)
         try:
-            self.config, self.loop_config = cached_run_config(started.get("config"), run_id, config_key)
+            self.config, self.loop_config, const = _cached_setup(started.get("config"), run_id, config_key)
         except TraceError as exc:
             raise RunInputError(f"run_started.{exc.where}: {exc.message}", line) from None
         s = RunState(self.config)
         self.s = s
-        self.exp_fns = _expected_fns(tables, self.config)
+        self.exp_fns = _expected_fns(tables, const=const)
         self.state = tables.spec.initial.id
         self.seq = 1
         self.events = 1
