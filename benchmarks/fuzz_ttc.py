@@ -52,7 +52,8 @@ LOOP_BUGS = ("rounds-off-by-one", "shows-all-results", "coverage-lies", "retry-e
 #: The children's environment: bytecode may be cached (as it is for an installed package), hashing fixed.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONHASHSEED": "0"}
 SKIP = ("hang",)  # a hang costs the per-request timeout by definition (10 s by default)
-JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after")  # examples/java/LoopspecExecutor.java
+#: examples/java/LoopspecExecutor.java: three batch bugs and the write tools' four (section 6, --mode writes)
+JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after", *example.WRITE_BUGS)
 
 
 def java_build() -> list[str] | None:
@@ -213,7 +214,7 @@ def main() -> int:
         naive_driver(cmd, mode, seed, examples, Path(out))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bugs", help="comma-separated bugs (default: all but hang)")
+    ap.add_argument("--bugs", help="comma-separated bugs, java:NAME for the Java executor's (default: all but hang)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--naive-examples", type=int, default=1000, help="batches/runs the naive driver tries")
     ap.add_argument("--timeout", type=float, default=120.0)
@@ -221,15 +222,19 @@ def main() -> int:
     ap.add_argument("--no-java", action="store_true", help="leave out the Java executor's bugs")
     args = ap.parse_args()
     bugs = args.bugs.split(",") if args.bugs else [b for b in sorted(example.BUGS) if b not in SKIP]
-    java = java_build() if args.bugs is None and not args.no_java else None
-    if java is not None:
+    wants_java = any(b.startswith("java:") for b in bugs) or (args.bugs is None and not args.no_java)
+    java = java_build() if wants_java else None
+    if java is None and any(b.startswith("java:") for b in bugs):
+        raise SystemExit("fuzz_ttc: the java: bugs need javac and java on PATH")
+    if java is not None and args.bugs is None:
         bugs += [f"java:{b}" for b in JAVA_BUGS]
     # warm up: the interpreter's bytecode cache for loopspec and the example (a user's installed copy has it)
     subprocess.run([sys.executable, "-m", "loopspec", "fuzz", "--impl", f"{sys.executable} {EXAMPLE}",
                     "--max-examples", "2", "--out", tempfile.mkdtemp(), "--quiet"], env=ENV, capture_output=True)
     rows = []
     for bug in bugs:
-        mode = "loop" if bug in LOOP_BUGS else "writes" if bug in example.WRITE_BUGS else "batch"
+        name = bug.split(":", 1)[-1]  # a java: bug has the Python example's name for the same defect
+        mode = "loop" if name in LOOP_BUGS else "writes" if name in example.WRITE_BUGS else "batch"
         if bug.startswith("java:"):
             assert java is not None
             cmd = [*java, "--bug", bug.split(":", 1)[1]]
@@ -250,7 +255,7 @@ def main() -> int:
         rows.append({"bug": bug, "mode": mode, "ours": ours, "naive": naive})
         o, n = ours, naive
         cases = ", ".join(f"{r} {c}" for r, c in o["cases"]) or "none"
-        print(f"{bug:<24} {mode:<5} ours {fmt(o['first'])} to a reduced case (cases: {cases}; command "
+        print(f"{bug:<26} {mode:<6} ours {fmt(o['first'])} to a reduced case (cases: {cases}; command "
               f"{o['total']:.1f} s) | naive {fmt(n['first'])} to its first case ({n['calls']} calls kept)",
               flush=True)
     ours_t = [r["ours"]["first"] for r in rows]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,11 +72,14 @@ def test_fuzz_ttc_runs_ours_and_the_naive_driver() -> None:
 
 
 @pytest.mark.slow
-def test_fuzz_ttc_runs_a_write_bug_in_writes_mode() -> None:
-    """The write-tool variants are fuzzed in writes mode (protocol v1.2), by ours and by the naive driver."""
-    out = _run("fuzz_ttc.py", "--bugs", "timeout-as-failure", "--naive-examples", "60", "--timeout", "10", "--json")
+@pytest.mark.parametrize("bug", ["timeout-as-failure", pytest.param("java:timeout-as-failure", marks=pytest.mark.skipif(
+    shutil.which("javac") is None or shutil.which("java") is None, reason="javac/java not on PATH"))])
+def test_fuzz_ttc_runs_a_write_bug_in_writes_mode(bug: str) -> None:
+    """The write-tool variants (the Python and the Java executor's) are fuzzed in writes mode (protocol v1.2), by
+    ours and by the naive driver."""
+    out = _run("fuzz_ttc.py", "--bugs", bug, "--naive-examples", "60", "--timeout", "10", "--json")
     rows = json.loads(out[out.index("["):])
-    assert [(r["bug"], r["mode"]) for r in rows] == [("timeout-as-failure", "writes")]
+    assert [(r["bug"], r["mode"]) for r in rows] == [(bug, "writes")]
     ours, naive = rows[0]["ours"], rows[0]["naive"]
     assert ours["first"] is not None and ours["first"] <= ours["total"]  # the command may be stopped at --timeout
     assert naive["first"] is not None and naive["calls"] >= 1
