@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -36,6 +37,9 @@ from loopspec.frameworks._risks import CONSEQUENCES, rank_risks  # noqa: E402
 
 #: --from-build: assemble the page from the reports a previous run left in build/frameworks/ (no campaign)
 REUSE = False
+#: the campaigns (their build/frameworks/ directories) whose reports were reused, and those that ran
+REUSED: list[str] = []
+FRESH: list[str] = []
 
 
 def campaign(impl: str, mode: str, out: Path, examples: int, seed: int, shrink: float,
@@ -43,8 +47,10 @@ def campaign(impl: str, mode: str, out: Path, examples: int, seed: int, shrink: 
     """One `loopspec fuzz` run with a report: (the report's JSON, seconds)."""
     report = out / "report.md"
     if REUSE and report.with_suffix(".json").is_file():
+        REUSED.append(out.name)
         data = json.loads(report.with_suffix(".json").read_text(encoding="utf-8"))
         return data, sum((data.get(k) or {}).get("seconds", 0.0) for k in ("stats", "strictStats"))
+    FRESH.append(out.name)
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "loopspec", "fuzz", "--impl", impl, "--mode", mode, "--max-examples", str(examples),
            "--seed", str(seed), "--shrink-time", str(shrink), "--out", str(out), "--report", str(report), "--quiet"]
@@ -108,7 +114,11 @@ def found(data: dict) -> set[str]:
 
 
 def rel(path: str | None) -> str | None:
-    return path.replace(str(ROOT) + "/", "") if path else path
+    """A path of the page, relative to the checkout (a reused report may name another checkout's build/)."""
+    return _BUILD.sub("build/frameworks/", path.replace(str(ROOT) + "/", "")) if path else path
+
+
+_BUILD = re.compile(r"(?<![\w./-])/\S*?/build/frameworks/")
 
 
 def main() -> int:
@@ -152,7 +162,7 @@ def main() -> int:
             data, dt = campaign(name, mode, build / f"{name}-{mode}", args.examples, args.seed, args.shrink_time, name)
             reports.append((name, mode, data))
             body = (build / f"{name}-{mode}" / "report.md").read_text(encoding="utf-8").split("\n", 1)[1]
-            body = body.replace(str(ROOT) + "/", "")
+            body = _BUILD.sub("build/frameworks/", body.replace(str(ROOT) + "/", ""))
             sections.append(f"## {name} {ver} — {mode} mode\n\nCampaigns (profile + strict): {dt:.0f} s.\n"
                             + body.replace("\n## ", "\n### ").replace("\n### R", "\n#### R"))
             n = {k: sum(r["status"] == k for r in data["rules"]) for k in ("conforms", "design-choice", "deviates")}
@@ -226,6 +236,9 @@ def main() -> int:
             if r.case:
                 risk_lines += [f"  Case: `{rel(r.case)}`", ""]
     matrix_text = ("\n".join(matrix_rows) if len(matrix_rows) > 2 else "No setting changed what the campaigns found.")
+    reused_note = (f"\n\nAssembled with `--from-build`: the reports of {len(REUSED)} campaigns are those an earlier run of "
+                   f"this command left in build/frameworks/ (their seconds are the campaigns' own); {len(FRESH)} ran on "
+                   f"this date ({', '.join(sorted(FRESH))}), and so did the probes." if REUSED else "")
     head = f"""# loopspec against real agent frameworks
 
 Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples {args.examples} --shrink-time \
@@ -233,7 +246,7 @@ Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples
 {args.seed}` with {", ".join(versions)}: the versions CI installs
 (`.ci/frameworks-constraints.txt`, also the lower bounds of the `frameworks` extra in pyproject.toml; Google ADK's in
 `.ci/adk-constraints.txt`) and fuzzes in smaller campaigns (tests/test_frameworks_fuzz.py). Everything below is what
-the runs showed, nothing else.
+the runs showed, nothing else.{reused_note}
 
 Each framework runs in process with its adapter (`src/loopspec/frameworks/`): a scripted model, the
 framework's own tool-calling path, tools registered the framework's way whose bodies count every real
