@@ -372,13 +372,13 @@ def test_conforms_rows_say_how_many_examples_met_the_rules_preconditions() -> No
     counts = exercised(trace)
     assert counts["R6"] == 1 and counts["R6 across rounds"] == 1 and counts["R7"] == 1
     assert counts["R7 across rounds"] == 1 and counts["R18"] == 1
-    assert describe("R6", counts) == "1 replays (same id, same content), 1 replays across rounds seen"
+    assert describe("R6", counts) == "seen: 1 replays (same id, same content), 1 replays across rounds"
     stats = {"examples": 1, "steps": 1, "executionsObserved": 0, "seconds": 0.0, "exercised": dict(counts)}
     empty = CampaignResult(findings=[], seed=1, stats=stats, files=[])
     data = report_data(impl="x", info={}, mode="loop", profile=None, result=empty, strict=None, out=None)
     r6 = next(r for r in data["rules"] if r["rule"] == "R6")
-    assert r6["status"] == "conforms" and "1 replays across rounds seen" in r6["exercised"]
-    assert "| R6 | Replay: same id, same content | conforms (1 replays" in render_report(data)
+    assert r6["status"] == "conforms" and r6["exercised"].endswith(", 1 replays across rounds")
+    assert "| R6 | Replay: same id, same content | conforms (seen: 1 replays" in render_report(data)
 
 
 def test_every_conforms_row_carries_a_count() -> None:
@@ -402,4 +402,4 @@ def test_every_conforms_row_carries_a_count() -> None:
     bare = [r["rule"] for r in data["rules"] if r["status"] == "conforms" and not r.get("exercised")]
     assert not bare, bare
     r29 = next(r for r in data["rules"] if r["rule"] == "R29")
-    assert r29["exercised"] == "0 concurrent steps seen"
+    assert r29["exercised"] == "seen: 0 concurrent steps"

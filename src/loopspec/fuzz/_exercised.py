@@ -173,10 +173,10 @@ def exercised(trace: Mapping[str, Json]) -> Counter[str]:
 
 
 def describe(rule: str, counts: Mapping[str, int]) -> str | None:
-    """The phrase a report gives a rule's exercised preconditions ("412 replays (…), 38 across rounds"); a rule
+    """The phrase a report gives a rule's exercised preconditions ("seen: 412 replays (…), 38 replays across
+    rounds"); a rule
     with no precondition of its own counts the steps judged (None when nothing was counted at all)."""
     keys = [k for k in DESCRIPTIONS if k == rule or k.startswith(rule + " ")]
     if not keys:
-        return f"{counts.get('R0', 0)} {FALLBACK}" if counts.get("R0") else None
-    parts = [f"{counts.get(k, 0)} {DESCRIPTIONS[k]}" for k in keys]
-    return ", ".join(parts) + " seen"
+        return f"seen: {counts.get('R0', 0)} {FALLBACK}" if counts.get("R0") else None
+    return "seen: " + ", ".join(f"{counts.get(k, 0)} {DESCRIPTIONS[k]}" for k in keys)
