@@ -168,10 +168,15 @@ def activity_since(before: tuple[float, float | None] | None,
     return now[0] - before[0], (None if before[1] is None or now[1] is None else now[1] - before[1])
 
 
-try:
-    _TICKS: Final = os.sysconf("SC_CLK_TCK")
-except (AttributeError, ValueError, OSError):  # pragma: no cover - not a POSIX system
-    _TICKS = 100
+def _clock_ticks() -> int:
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not a POSIX system
+        return 100
+
+
+#: the unit of /proc's CPU times (clock ticks per second)
+_TICKS: Final = _clock_ticks()
 
 
 class Channel:
