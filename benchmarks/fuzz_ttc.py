@@ -6,9 +6,10 @@ For every ``--bug`` of examples/python/executor.py (batch bugs in batch mode, lo
 concurrent races ``conc-*`` with ``--concurrent``, where the fuzzer runs concurrent steps and chooses the
 completion order, protocol v1.1 — the naive driver is sequential and cannot release answers out of order;
 the write-tool variants of spec/writes.toml (``key-by-call-id``, ``retry-without-lookup``,
-``record-after-dispatch``, ``timeout-as-failure``) in writes mode, protocol v1.2, where the harness plays the
-external system, loses answers and restarts the implementation — the naive driver then draws writes steps
-uniformly at random and judges them with the same judge):
+``record-after-dispatch``, ``timeout-as-failure``) and ``failed-before-lookup`` (a recovery that is not
+crash-safe) in writes mode, protocol v1.2, where the harness plays the external system, loses answers and
+restarts the implementation, at a send or at a lookup — the naive driver then draws writes steps uniformly at
+random, 0-2 of the first 4 lookups cut, and judges them with the same judge):
 
 * **ours**: ``loopspec fuzz --impl "python executor.py --bug B" --seed S`` as a child process; the time
   from its start to the first reduced case (``"provisional": false``) on disk, the rule and the
@@ -52,8 +53,10 @@ LOOP_BUGS = ("rounds-off-by-one", "shows-all-results", "coverage-lies", "retry-e
 #: The children's environment: bytecode may be cached (as it is for an installed package), hashing fixed.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONHASHSEED": "0"}
 SKIP = ("hang",)  # a hang costs the per-request timeout by definition (10 s by default)
-#: examples/java/LoopspecExecutor.java: three batch bugs and the write tools' four (section 6, --mode writes)
-JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after", *example.WRITE_BUGS)
+#: examples/java/LoopspecExecutor.java: three batch bugs and the write tools' four (section 6, --mode writes; the
+#: Python example's fifth, failed-before-lookup, a crash at a recovery's lookup, has no Java twin)
+JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after",
+             *(b for b in example.WRITE_BUGS if b != "failed-before-lookup"))
 
 
 def java_build() -> list[str] | None:
@@ -114,6 +117,7 @@ def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path)
 
     t0 = time.perf_counter()
     rng = random.Random(seed)
+    crashes = random.Random(f"crashes:{seed}")  # its own stream: the other draws are what they were before it
     tools = [{"name": "lookup", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"},
                                                                                 "principal": {"type": "string"}}}},
              {"name": "write", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}},
@@ -142,7 +146,8 @@ def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path)
                                              "budget": rng.randint(1, 8), "principal": "alice"},
                 "calls": [{"id": f"c{k + 1}", "name": "pay", "arguments": {"order": rng.choice("ABC"), "amount": 5}}
                           for k in range(n)],
-                "script": [dict(rng.choice(env)) for _ in range(rng.randint(0, n + 2))], "outages": []}
+                "script": [dict(rng.choice(env)) for _ in range(rng.randint(0, n + 2))], "outages": [],
+                "crashes": sorted(crashes.sample(range(1, 5), crashes.randint(0, 2)))}
 
     def step() -> dict[str, Any]:
         if mode == "writes":

@@ -124,6 +124,10 @@ def test_java_writes_steps_catch_each_broken_variant_by_its_rule(java_cmd: list[
         v = judge(step([*java_cmd, "--bug", bug], STEPS[bug])).violation
         assert v is not None and v.rule == rule, (bug, v)
         assert judge(step(java_cmd, STEPS[bug])).ok, bug
+    # R43/R46 (PROTOCOL.md W3): killed at the send, then at the recovery's lookup: the next JVM asks again
+    cut = step(java_cmd, STEPS["failed-before-lookup"])
+    assert [e["type"] for e in cut["events"]] == ["execute", "restart", "lookup", "restart", "lookup", "response"]
+    assert judge(cut).ok, judge(cut).violation
     trace = step(java_cmd, wstep(["A", "A"], [{"restart": "applied"}]))
     assert [e["type"] for e in trace["events"]] == ["execute", "restart", "lookup", "response"], trace["events"]
     res = trace["events"][-1]["result"]

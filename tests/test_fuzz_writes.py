@@ -27,9 +27,12 @@ from tests.fuzz_helpers import EXAMPLE, schema_validator
 
 Json = Any
 
-#: bug -> the rule the judge names
+#: bug -> the rule the judge names (the broken variants of spec/writes.toml, which the Java example has too)
 BUGS = {"key-by-call-id": "R37", "retry-without-lookup": "R43", "record-after-dispatch": "R39",
         "timeout-as-failure": "R42"}
+#: ... and a recovery that is not crash-safe (a crash at a lookup, PROTOCOL.md W3): the Python example's only
+CRASH_BUGS = {"failed-before-lookup": "R43"}
+ALL_BUGS = {**BUGS, **CRASH_BUGS}
 
 
 def cmd(bug: str | None = None) -> str:
@@ -37,11 +40,14 @@ def cmd(bug: str | None = None) -> str:
 
 
 def wstep(values: list[str], script: list[Json], *, reconcile: str = "lookup", budget: int = 5,
-          outages: list[int] | None = None) -> dict[str, Json]:
-    return {"kind": "writes", "config": {"tools": writes_tools({"pay": reconcile}), "budget": budget, "principal": "alice"},
-            "calls": [{"id": f"c{k + 1}", "name": "pay", "arguments": {"order": v, "amount": 5}}
-                      for k, v in enumerate(values)],
-            "script": script, "outages": outages or []}
+          outages: list[int] | None = None, crashes: list[int] | None = None) -> dict[str, Json]:
+    st = {"kind": "writes", "config": {"tools": writes_tools({"pay": reconcile}), "budget": budget, "principal": "alice"},
+          "calls": [{"id": f"c{k + 1}", "name": "pay", "arguments": {"order": v, "amount": 5}}
+                    for k, v in enumerate(values)],
+          "script": script, "outages": outages or []}
+    if crashes is not None:
+        st["crashes"] = crashes
+    return st
 
 
 #: a minimal step that exposes each bug
@@ -50,6 +56,8 @@ STEPS = {
     "retry-without-lookup": wstep(["A", "A"], [{"lose": "applied"}]),
     "record-after-dispatch": wstep(["A"], [{"restart": "applied"}]),
     "timeout-as-failure": wstep(["A"], [{"lose": "applied"}]),
+    # killed at the send, then at the recovery's lookup: the next process must ask again
+    "failed-before-lookup": wstep(["A"], [{"restart": "applied"}], crashes=[1]),
 }
 
 
@@ -65,12 +73,12 @@ def run(bug: str | None, step: dict[str, Json]) -> dict[str, Json]:
         factory.close()
 
 
-@pytest.mark.parametrize("bug", sorted(BUGS))
+@pytest.mark.parametrize("bug", sorted(ALL_BUGS))
 def test_each_broken_variant_is_caught_by_its_rule(bug: str) -> None:
     trace = run(bug, STEPS[bug])
     schema_validator("trace.schema.json").validate(trace)
     v = judge(trace).violation
-    assert v is not None and v.rule == BUGS[bug], (v, trace["events"])
+    assert v is not None and v.rule == ALL_BUGS[bug], (v, trace["events"])
     assert v.explanation.startswith("Let a run of write tools") and "\nThen " in v.explanation
     # the correct executor passes the same step
     good = run(None, STEPS[bug])
@@ -86,6 +94,51 @@ def test_a_restart_is_recovered_by_a_lookup_and_answered_from_it() -> None:
     res = trace["events"][-1]["result"]
     assert [a["status"] for a in res["results"]] == ["ok", "ok"] and res["status"] == "COMPLETED"
     assert judge(trace).ok
+
+
+@pytest.mark.parametrize(("st", "kinds"), [
+    (wstep(["A"], [{"restart": "applied"}], crashes=[1]),
+     ["execute", "restart", "lookup", "restart", "lookup", "response"]),
+    (wstep(["A", "A"], [{"lose": "not-applied"}], crashes=[1, 2]),
+     ["execute", "lookup", "restart", "lookup", "restart", "lookup", "execute", "response"]),
+    (wstep(["A", "B"], [{"lose": "applied"}, {"lose": "applied"}], crashes=[1, 2, 3]),
+     ["execute", "execute", "lookup", "restart", "lookup", "restart", "lookup", "restart", "lookup", "lookup",
+      "response"]),
+])
+def test_a_lookup_cut_by_a_restart_leaves_the_key_unknown_and_is_asked_again(st: dict[str, Json],
+                                                                             kinds: list[str]) -> None:
+    """R43/R46 (PROTOCOL.md W3, W5): the harness kills the process at the lookups of ``crashes`` instead of
+    answering; the new process's recovery asks again before anything else, and only an answered lookup
+    settles the key (at most 3 restarts a step: the 4th crash is answered)."""
+    trace = run(None, st)
+    schema_validator("trace.schema.json").validate(trace)
+    assert [e["type"] for e in trace["events"]] == kinds, trace["events"]
+    cut = [e for e in trace["events"] if e["type"] == "lookup" and e["outcome"]["status"] == "restart"]
+    assert len(cut) == min(len(st["crashes"]), 3) and trace["environment"]["crashes"] == st["crashes"]
+    assert judge(trace).ok, judge(trace).violation
+    assert sum(e["type"] == "execute" and e["outcome"]["applied"] for e in trace["events"]) <= len(set(
+        c["arguments"]["order"] for c in st["calls"]))  # one effect per key
+
+
+def test_a_resend_after_a_cut_lookup_is_R43_not_R39() -> None:
+    """R43 (PROTOCOL.md W4): the key was cut at its send (R39's situation) and then at the recovery's lookup;
+    the process that re-sends it had found the dispatch mark (it asked), so what it lost is the unanswered
+    lookup: the finding is R43 resent-after-cut-lookup, with the cut lookup in the explanation. The same
+    step without the crash passes (its lookup answers)."""
+    st = STEPS["failed-before-lookup"]
+    v = judge(run("failed-before-lookup", st)).violation
+    assert v is not None and (v.rule, v.kind, v.index) == ("R43", "resent-after-cut-lookup", 0), v
+    assert "no answer, the process was killed" in v.explanation and "R46" in v.explanation
+    assert judge(run("failed-before-lookup", {**st, "crashes": []})).ok
+    assert judge(run("failed-before-lookup", {k: x for k, x in st.items() if k != "crashes"})).ok
+
+
+def test_an_older_trace_without_crashes_is_judged_as_before() -> None:
+    """PROTOCOL.md W5: an absent ``crashes`` is none — a trace recorded before it keeps its verdict."""
+    trace = run("retry-without-lookup", STEPS["retry-without-lookup"])
+    assert "crashes" not in trace["environment"]
+    v = judge(trace).violation
+    assert v is not None and (v.rule, v.kind) == ("R43", "blind-redispatch")
 
 
 def test_an_unavailable_lookup_leaves_the_run_unreconciled() -> None:
@@ -135,22 +188,39 @@ def test_a_malformed_writes_trace_is_a_trace_error_naming_the_field(bad: dict[st
 
 
 def test_reduction_candidates_keep_the_key_arguments() -> None:
-    st = wstep(["A", "B"], [{"restart": "applied"}, {"value": 1}], outages=[1])
-    for cand in step_candidates(st):
+    st = wstep(["A", "B"], [{"restart": "applied"}, {"value": 1}], outages=[1], crashes=[2, 3])
+    cands = step_candidates(st)
+    for cand in cands:
         assert _step_problem(cand) is None
         assert all("order" in c["arguments"] for c in cand["calls"])
+    # crashes at lookups shrink towards none, one at a time (PROTOCOL.md W5)
+    assert [c["crashes"] for c in cands if c.get("crashes") != [2, 3]] == [[3], [2]]
 
 
 def test_generated_steps_are_replayable_and_deterministic() -> None:
     a, b = WritesGenerator(seed=7), WritesGenerator(seed=7)
+    crashes = 0
     for i in range(30):
         sa, sb = a.example(i)[0], b.example(i)[0]
         assert [p.step for p in sa] == [p.step for p in sb]
         assert all(_step_problem(p.step) is None for p in sa)
+        crashes += sum(bool(p.step.get("crashes")) for p in sa)
+    assert 0 < crashes < 30  # some steps cut lookups (PROTOCOL.md W3), most do not
+
+
+def test_drawing_crashes_leaves_the_rest_of_each_step_as_it_was() -> None:
+    """The crashes come from a stream of their own: without them a step is what the generator drew before."""
+    import random
+
+    g = WritesGenerator(seed=5)
+    for i in range(20):
+        with_crashes = g.step(g.rng(i), random.Random(f"crashes:5:{i}"))
+        with_crashes.pop("crashes", None)
+        assert with_crashes == g.step(g.rng(i))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bug", sorted(BUGS))
+@pytest.mark.parametrize("bug", sorted(ALL_BUGS))
 def test_a_campaign_finds_shrinks_and_replays_each_broken_variant(bug: str, tmp_path: Any) -> None:
     factory = ImplFactory(cmd(bug), timeout=10.0)
     try:
@@ -159,8 +229,8 @@ def test_a_campaign_finds_shrinks_and_replays_each_broken_variant(bug: str, tmp_
     finally:
         factory.close()
     found = {f.rule: f for f in result.findings}
-    assert BUGS[bug] in found, sorted(found)
-    f = found[BUGS[bug]]
+    assert ALL_BUGS[bug] in found, sorted(found)
+    f = found[ALL_BUGS[bug]]
     assert f.shrunk and f.reproduced and f.calls <= 2 and len(f.steps) == 1
     case = load_case(tmp_path / f"{f.rule}.json")
     schema_validator("fuzz-case.schema.json").validate(case)  # the case, its writes step and its trace
@@ -189,7 +259,9 @@ def test_the_judge_takes_any_mutation_of_a_writes_trace_without_crashing() -> No
     import random
 
     traces = [run(None, wstep(["A", "A", "B"], [{"restart": "applied"}, {"lose": "applied"}, {"value": 1}], outages=[2])),
-              run("retry-without-lookup", wstep(["A", "A"], [{"lose": "applied"}]))]
+              run("retry-without-lookup", wstep(["A", "A"], [{"lose": "applied"}])),
+              run("failed-before-lookup", STEPS["failed-before-lookup"]),
+              run(None, wstep(["A", "A"], [{"lose": "not-applied"}], crashes=[1, 2]))]
 
     def paths(v: Json, p: tuple[Json, ...] = ()) -> Any:
         yield p
@@ -226,6 +298,8 @@ def test_the_judge_takes_any_mutation_of_a_writes_trace_without_crashing() -> No
       "script": [{"restart": "maybe"}]}, "steps[0].script[0]"),
     ({"config": {"tools": writes_tools({"pay": "record"}), "budget": 1, "principal": "a"}, "calls": [],
       "script": [], "outages": "x"}, "steps[0].outages"),
+    ({"config": {"tools": writes_tools({"pay": "record"}), "budget": 1, "principal": "a"}, "calls": [],
+      "script": [], "crashes": [0]}, "steps[0].crashes"),
 ])
 def test_a_malformed_writes_case_file_is_refused_naming_the_field(step: dict[str, Json], field: str,
                                                                  tmp_path: Any) -> None:

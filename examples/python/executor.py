@@ -18,7 +18,8 @@ result, each one transaction (R39, R40); a lost answer is OUTCOME_UNKNOWN (R42) 
 ``tool.lookup`` before anything is sent again (R43); a confirmed key is answered from the ledger
 (R44); a new process on the same state directory recovers the run (R46). ``--bug key-by-call-id``,
 ``retry-without-lookup``, ``record-after-dispatch`` and ``timeout-as-failure`` are the broken
-variants of spec/writes.toml.
+variants of spec/writes.toml; ``failed-before-lookup`` is a recovery that is not crash-safe (R43: it
+records an unknown write failed before its lookup answers, PROTOCOL.md W3).
 
 In concurrent mode (capability ``concurrency``; only batches whose params carry ``concurrency``)
 the executor is a single-threaded event loop, the shape of ``asyncio.wait(FIRST_COMPLETED)``: it
@@ -89,8 +90,11 @@ BUGS = {
     "record-after-dispatch": "R39: the write is sent before its dispatch mark is recorded; a crash in between "
                              "leaves an intent that recovery sends again",
     "timeout-as-failure": "R42: a lost answer (timeout) is recorded as a failure and answered DEPENDENCY_TEMPORARY",
+    "failed-before-lookup": "R43: recovery records an unknown write failed (not applied) before its lookup answers; "
+                            "a crash at the lookup leaves it failed, and the next process sends it again",
 }
-WRITE_BUGS = ("key-by-call-id", "retry-without-lookup", "record-after-dispatch", "timeout-as-failure")
+WRITE_BUGS = ("key-by-call-id", "retry-without-lookup", "record-after-dispatch", "timeout-as-failure",
+              "failed-before-lookup")
 CONCURRENT_BUGS = tuple(b for b in BUGS if b.startswith("conc-"))
 
 CODES = {  # code -> (kind, next_action, safe message): the code table of spec/loop.toml
@@ -671,19 +675,25 @@ class WritesRun:
             return self.send(key, call)
         return self.error(call, "OUTCOME_UNKNOWN")
 
-    def reconcile_all(self) -> None:
+    def reconcile_all(self, recovery: bool = False) -> None:
         if self.bug == "retry-without-lookup":
             return
         rows = self.db.execute("SELECT key, tool, arguments FROM ops WHERE run = ? AND state = 'unknown' ORDER BY key",
                                (self.run_id,)).fetchall()
         for key, tool, arguments in rows:
-            self.lookup(key, {"id": "", "name": tool, "arguments": json.loads(arguments)})
+            call = {"id": "", "name": tool, "arguments": json.loads(arguments)}
+            if recovery and self.bug == "failed-before-lookup":
+                self.put(key, "failed")  # the bug: settled before the answer (a crash at the lookup keeps it)
+                if self.lookup(key, call) == "unknown":
+                    self.put(key, "unknown")
+                continue
+            self.lookup(key, call)
 
     def run(self) -> dict[str, Json]:
         # recovery (R46): a dispatch mark without a result is an unknown outcome; reconcile them all first
         if self.bug != "retry-without-lookup":
             self.db.execute("UPDATE ops SET state = 'unknown' WHERE run = ? AND state = 'dispatched'", (self.run_id,))
-        self.reconcile_all()
+        self.reconcile_all(recovery=True)
         results = []
         for i, call in enumerate(self.calls):
             row = self.db.execute("SELECT answer FROM answers WHERE run = ? AND idx = ?", (self.run_id, i)).fetchone()

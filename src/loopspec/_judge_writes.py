@@ -50,6 +50,7 @@ class _Op:
     result: Json = None
     key: Json = None  # the key the implementation sent with the op's last dispatch
     cut_by_restart: bool = False  # its last dispatch's answer was lost with a killed process
+    lookup_cut: bool = False  # its last lookup was never answered: the process was killed at it (PROTOCOL.md W3)
 
 
 @dataclass
@@ -191,8 +192,12 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
         op = ops.get(bk) if isinstance(bk, str) else None
         if op is None or op.state != "unknown" or ev.get("key") != op.key:
             return  # nothing to reconcile (harmless: a lookup sends nothing)
-        asked.add(bk)  # type: ignore[arg-type]
         status = ev["outcome"].get("status")
+        if status == "restart":  # cut: no answer came, so nothing is recorded and the key stays unknown (R43)
+            op.lookup_cut = True
+            return
+        asked.add(bk)  # type: ignore[arg-type]
+        op.lookup_cut = False
         res: w.Lookup = "applied" if status == "applied" else "not_applied" if status == "not-applied" else "unavailable"
         op.state = w.op_step(op.state, w.on_lookup(res))
         if res == "applied":
@@ -200,9 +205,32 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
         if res != "unavailable":
             op.cut_by_restart = False
 
+    def recover() -> None:
+        """At a restart event: the new process's recovery (R46) — a dispatch mark without a result is an unknown
+        outcome, and every unknown operation is reconciled (one lookup each) before anything else. A lookup of
+        the recovery cut by a restart (PROTOCOL.md W3) leaves its key unknown, and the next process recovers
+        again."""
+        nonlocal pos
+        while pos < len(actions) and actions[pos]["type"] == "restart":
+            pos += 1
+            for other in ops.values():
+                t = w.on_recovery(other.state)
+                if t is not None:
+                    other.state = w.op_step(other.state, t)
+            pending = {k for k, o in ops.items() if o.state == "unknown"}
+            while pos < len(actions) and actions[pos]["type"] == "lookup" and actions[pos].get("business") in pending:
+                ev = actions[pos]
+                pending.discard(ev["business"])
+                take_lookup(ev)
+                pos += 1
+                if _cut(ev):
+                    break
+        asked.clear()
+
     def drain(until: str | None = None) -> None:
         """Take the lookups that come next — up to and including the first of key ``until`` (a request's own
-        reconciliation is one lookup, R43; a later one of the same key belongs to what comes after)."""
+        reconciliation is one lookup, R43; a later one of the same key belongs to what comes after). A lookup
+        cut by a restart is followed by the new process's recovery."""
         nonlocal pos
         while pos < len(actions) and actions[pos]["type"] == "lookup":
             ev = actions[pos]
@@ -213,6 +241,9 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
                 return  # another unknown key's lookup: its own request's, or the end of the run's (PROTOCOL.md W3)
             take_lookup(ev)
             pos += 1
+            if _cut(ev):
+                recover()
+                continue
             if until is not None and ev.get("business") == until:
                 asked.add(until)
 
@@ -243,6 +274,14 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
             return _Found(i, "R44", "confirmed-redispatched", {"dispatch": None, "answer": "replay from the ledger"},
                           obs, f"the key of request #{i} is confirmed, so it is answered from the ledger with the "
                                f"recorded result and nothing is sent (R44, W09); the implementation sent it again")
+        if op is not None and op.lookup_cut:
+            return _Found(i, "R43", "resent-after-cut-lookup", {"dispatch": None, "lookup": op.key}, obs,
+                          f"the outcome of the key of request #{i} is unknown and the lookup that was to settle it "
+                          f"never answered: the process was killed at it. So the key is still unknown, and the next "
+                          f"process's recovery asks again before anything else (R46); only a lookup's answer records "
+                          f"a reconciliation (R43: applied → confirmed, not applied → failed, W06/W07). The "
+                          f"implementation sent it again without asking — it had recorded the key settled before the "
+                          f"answer came")
         if op is not None and op.cut_by_restart:
             return _Found(i, "R39", "resent-after-restart", {"dispatch": None, "lookup": op.key}, obs,
                           f"the key of request #{i} was sent by a process that was killed before the answer came, so "
@@ -335,21 +374,11 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
         status = out.get("status")
         if status == "restart":
             op.cut_by_restart = True
+            op.lookup_cut = False
             nxt = actions[pos] if pos < len(actions) else None
             if nxt is None or nxt["type"] != "restart":
                 break  # the new process never started: the protocol finding says so
-            pos += 1
-            for other in ops.values():  # recovery (R46): a dispatch mark without a result is an unknown outcome
-                t = w.on_recovery(other.state)
-                if t is not None:
-                    other.state = w.op_step(other.state, t)
-            # ... and every unknown operation is reconciled (one lookup each) before anything else
-            pending = {k for k, o in ops.items() if o.state == "unknown"}
-            while pos < len(actions) and actions[pos]["type"] == "lookup" and actions[pos].get("business") in pending:
-                pending.discard(actions[pos]["business"])
-                take_lookup(actions[pos])
-                pos += 1
-            asked.clear()
+            recover()
             continue  # the same request again, in the new process
         response_kind: w.Response = "applied" if status == "ok" else "rejected" if status == "error" else "lost"
         op.state = w.op_step(op.state, w.on_response(response_kind))
@@ -428,6 +457,11 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
     return Verdict(_violation(spec, found, trace, calls, effects), exp_doc, observed)
 
 
+def _cut(ev: Mapping[str, Json]) -> bool:
+    """Is this lookup one the harness never answered, killing the process instead (PROTOCOL.md W3)?"""
+    return isinstance(ev.get("outcome"), dict) and ev["outcome"].get("status") == "restart"
+
+
 def _exec_json(ev: Mapping[str, Json] | None) -> Json:
     if ev is None:
         return None
@@ -490,7 +524,8 @@ def _script_text(trace: Mapping[str, Json]) -> list[str]:
                          f"{str(ev.get('key'))[:16]}…): {what}")
         elif t == "lookup":
             o = ev.get("outcome") or {}
-            lines.append(f"  lookup of key {str(ev.get('key'))[:16]}… (process {ev.get('process')}): {o.get('status')}")
+            what = "no answer, the process was killed" if o.get("status") == "restart" else o.get("status")
+            lines.append(f"  lookup of key {str(ev.get('key'))[:16]}… (process {ev.get('process')}): {what}")
         elif t == "restart":
             lines.append(f"  restart: process {ev.get('process')} resumes the run on the same state directory")
     return lines

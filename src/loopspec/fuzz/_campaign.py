@@ -317,10 +317,12 @@ class Explorer:
             self.stats.folded += 1
         # a blind re-send after a restart (R39) is what a re-send without lookup (R43) does too: one root
         # cause, reported as R43 (PROTOCOL.md W4)
-        if f.rule == "R39" and f.kind == "resent-after-restart" and "R43" in self.found:
+        if f.rule == "R39" and f.kind == "resent-after-restart" and "R43" in self.found \
+                and self.found["R43"].kind == "blind-redispatch":
             self.stats.folded += 1
             return
-        if f.rule == "R43" and self.found.get("R39") is not None and self.found["R39"].kind == "resent-after-restart":
+        if f.rule == "R43" and f.kind == "blind-redispatch" and self.found.get("R39") is not None \
+                and self.found["R39"].kind == "resent-after-restart":
             del self.found["R39"]
             self.stats.folded += 1
         old = self.found.get(f.rule)
@@ -719,7 +721,8 @@ class Campaign:
             del self.findings["P7"]
             self.stats.folded += 1
         r39 = self.findings.get("R39")
-        if "R43" in self.findings and r39 is not None and r39.kind == "resent-after-restart":
+        if "R43" in self.findings and self.findings["R43"].kind == "blind-redispatch" and r39 is not None \
+                and r39.kind == "resent-after-restart":
             del self.findings["R39"]  # the re-send without lookup R43 shows explains it (PROTOCOL.md W4)
         findings = sorted(self.findings.values(), key=lambda f: f.rule)
         stats = self.stats_json(elapsed, interrupted)

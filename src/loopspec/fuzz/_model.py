@@ -126,7 +126,9 @@ def step_magnitude(step: Mapping[str, Json]) -> int:
     cfg = step.get("config", {})
     numbers = [cfg.get("budget"), *(cfg.get("limits") or {}).values()]
     numbers += [t.get("maxExecutions") for t in cfg.get("tools", []) if isinstance(t, dict)]
-    return sum(n for n in numbers if isinstance(n, int) and not isinstance(n, bool)) + len(step.get("script", []))
+    crashes = step.get("crashes")
+    return (sum(n for n in numbers if isinstance(n, int) and not isinstance(n, bool)) + len(step.get("script", []))
+            + (len(crashes) if isinstance(crashes, list) else 0))
 
 
 @dataclass
@@ -240,6 +242,10 @@ def _writes_step_problem(step: Mapping[str, Json]) -> str | None:
     if not isinstance(outages, list) or not all(isinstance(n, int) and not isinstance(n, bool) and 0 < n < 10**6
                                                 for n in outages):
         return "outages: must be a list of positive integers"
+    crashes = step.get("crashes", [])
+    if not isinstance(crashes, list) or not all(isinstance(n, int) and not isinstance(n, bool) and 0 < n < 10**6
+                                                for n in crashes):
+        return "crashes: must be a list of positive integers (the lookups at which the process is killed)"
     return None
 
 

@@ -186,8 +186,9 @@ def step_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
 
 
 def _writes_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
-    """A writes step made smaller by one part: a call, a script entry, an outage, the budget, an unused
-    tool; a restart turned into a lost answer (PROTOCOL.md W5). Calls keep their key arguments."""
+    """A writes step made smaller by one part: a call, a script entry, an outage, a crash at a lookup, the
+    budget, an unused tool; a restart turned into a lost answer (PROTOCOL.md W5). Calls keep their key
+    arguments."""
     cfg = step["config"]
     calls = step.get("calls", [])
     script = step.get("script", [])
@@ -195,6 +196,8 @@ def _writes_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
     out = [{**step, "calls": _drop(calls, j)} for j in range(len(calls))]
     out += [{**step, "script": _drop(script, j)} for j in range(len(script))]
     out += [{**step, "outages": _drop(outages, j)} for j in range(len(outages))]
+    crashes = step.get("crashes", [])
+    out += [{**step, "crashes": _drop(crashes, j)} for j in range(len(crashes))]
     out += [{**step, "script": [*script[:j], {"lose": e["restart"]}, *script[j + 1:]]}
             for j, e in enumerate(script) if isinstance(e, dict) and "restart" in e]
     budget = cfg.get("budget")

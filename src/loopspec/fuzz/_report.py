@@ -285,7 +285,8 @@ def _step_summary(step: Mapping[str, Json]) -> str:
     if step.get("kind") == "writes":
         calls = step.get("calls", [])
         return (f"writes.run budget={cfg.get('budget')} with {len(calls)} call(s), script "
-                f"{compact(step.get('script', []), 120)}, outages {step.get('outages', [])}: "
+                f"{compact(step.get('script', []), 120)}, outages {step.get('outages', [])}"
+                + (f", crashes at lookups {step['crashes']}" if step.get("crashes") else "") + ": "
                 + "; ".join(compact(c, 50) for c in calls[:6]))
     if step.get("kind", "batch") == "batch":
         calls = step.get("calls", [])

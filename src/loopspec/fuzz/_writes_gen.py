@@ -5,8 +5,10 @@ A small vocabulary, as in Hypothesis's stateful testing: one or two write tools 
 none); calls that reuse a handful of key values under fresh call ids (the same business write
 proposed again, R37, R44); and an environment script in which a dispatch is applied and answered,
 rejected, applied or not with its answer lost (a timeout, R41/R42) or applied or not with the
-process killed (a restart, R39/R46), and some lookups are unavailable (W08). Deterministic per
-(seed, example index).
+process killed (a restart, R39/R46), and some lookups are unavailable (W08) or cut by a restart (the
+process killed at the lookup instead of an answer: a crash during reconciliation, R43/R46). Deterministic
+per (seed, example index); the crashes at lookups come from a random stream of their own, so the rest of
+each step is what it was before they were drawn.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ class WritesGenerator:
     def rng(self, i: int) -> random.Random:
         return random.Random(self.seed * 1_000_003 + i)
 
-    def step(self, r: random.Random) -> dict[str, Json]:
+    def step(self, r: random.Random, c: random.Random | None = None) -> dict[str, Json]:
+        """A writes step drawn from ``r``; its ``crashes`` (PROTOCOL.md W5) from ``c`` (none without it)."""
         names = ["pay"] if r.random() < 0.6 else ["pay", "ship"]
         reconcile = {n: r.choices(("record", "lookup", "none"), (4, 4, 1))[0] for n in names}
         values = ["A", "B", "C"][: r.randint(1, 3)]
@@ -72,9 +75,14 @@ class WritesGenerator:
                 script.append({"restart": r.choice(("applied", "not-applied"))})
         outages = sorted(r.sample(range(1, 5), r.randint(0, 1))) if r.random() < 0.3 else []
         budget = r.choice((n + 4, n + 4, n + 4, max(1, n - 1)))
-        return {"kind": "writes", "config": {"tools": writes_tools(reconcile), "budget": budget, "principal": "alice"},
-                "calls": calls, "script": script, "outages": outages}
+        step: dict[str, Json] = {"kind": "writes", "config": {"tools": writes_tools(reconcile), "budget": budget,
+                                                              "principal": "alice"},
+                                 "calls": calls, "script": script, "outages": outages}
+        if c is not None and c.random() < 0.35:  # the lookups (1-based, in arrival order) cut by a restart
+            step["crashes"] = sorted(c.sample(range(1, 5), c.randint(1, 2)))
+        return step
 
     def example(self, i: int) -> tuple[list[Planned], set[str]]:
         r = self.rng(i)
-        return [Planned(self.step(r), None) for _ in range(self.steps)], set()
+        c = random.Random(f"crashes:{self.seed}:{i}")  # str seeds are hashed with SHA-512: no PYTHONHASHSEED
+        return [Planned(self.step(r, c), None) for _ in range(self.steps)], set()

@@ -5,7 +5,8 @@ record by the key the implementation sends (``context.idempotencyKey``), counts 
 effects, answers each dispatch (``tool.execute``) as the step's tool script says — applied and
 answered, rejected, applied or not with the answer lost (a timeout), or applied or not and the
 implementation's process **killed** (SIGKILL of its group) without an answer — and answers lookups
-(``tool.lookup``) from its record, or ``unavailable`` for the step's ``outages``. After a kill it
+(``tool.lookup``) from its record, or ``unavailable`` for the step's ``outages``, or kills the process
+instead of answering at the step's ``crashes`` (a crash during reconciliation). After a kill it
 starts a new process on the same state directory and sends the same ``writes.run`` (a resume).
 
 Everything is recorded in a ``loopspec-trace/1`` trace of kind ``writes``, which
@@ -34,7 +35,8 @@ Json = Any
 
 #: JSON-RPC error code of a dispatch whose answer is lost (a timeout; PROTOCOL.md W2).
 LOST: Final = -32002
-#: Restarts a step may ask for; later ``restart`` entries are taken as ``lose``.
+#: Restarts a step may ask for (at dispatches and lookups together); later ``restart`` entries are taken as
+#: ``lose``, later ``crashes`` are answered as usual.
 MAX_RESTARTS: Final = 3
 #: The run id of every writes step (each step has a fresh state directory and external system).
 RUN_ID: Final = "run-1"
@@ -93,6 +95,7 @@ class _Remote:
         self.run_id = cfg.get("runId", RUN_ID)
         self.script = step.get("script", [])
         self.outages = {n for n in step.get("outages", []) if isinstance(n, int)}
+        self.crashes = {n for n in step.get("crashes", []) if isinstance(n, int)}
         self.record: dict[str, Json] = {}  # key sent -> the output recorded when it was applied
         self.events: list[dict[str, Json]] = []
         self.k = 0  # dispatches
@@ -177,6 +180,10 @@ class _Remote:
         ev: dict[str, Json] = {"type": "lookup", "name": name, "arguments": args, "principal": principal, "key": key,
                                "business": business_key(tool, args, principal, self.run_id), "process": self.process}
         self.events.append(ev)
+        if self.lookups in self.crashes and self.restarts < MAX_RESTARTS:  # no answer: the process is killed
+            ev["outcome"] = {"status": "restart"}
+            self.restarts += 1
+            raise _Restart()
         if tool is None or tool.get("reconcile") == "none" or self.lookups in self.outages:
             ev["outcome"] = {"status": "unavailable"}
             raise RpcError(TOOL_FAILED, "lookup unavailable", {"category": "DEPENDENCY_TEMPORARY"})
@@ -194,6 +201,8 @@ def run_writes_step(impl: Impl, step: Mapping[str, Json],
     implementation: protocol failures become a ``protocol-error`` event."""
     trace: dict[str, Json] = {"format": TRACE_FORMAT, "kind": "writes", "config": dict(step["config"]),
                               "calls": step["calls"], "environment": {"outages": list(step.get("outages", []))}}
+    if step.get("crashes"):  # absent in older traces: none
+        trace["environment"]["crashes"] = list(step["crashes"])
     remote = _Remote(step)
     trace["events"] = remote.events
     if isinstance(impl, InProcessImpl):
