@@ -20,6 +20,10 @@ Writes a synthetic ledger (real reference-engine runs, relabelled and interleave
   single-core parse rate. Each round prints its own ratios (parse, single check and split check are
   measured one after the other in the round), so a noisy machine shows as spread between rounds.
 
+* with ``--scaling 2,4,8``, the split for each of those process counts, in CPU time: the busiest process
+  against a single-core parse of the same file (the processes share the machine's cores, so this is what
+  that many free cores would show at worst).
+
 Prints events per second and the ratios check / limit and check --jobs N / limit (wall clock), the same
 ratios in CPU time (parse CPU against the check's, and against the busiest process of the split: what
 the wall clock would show on free cores), and the machine's load average before and after (``os.getloadavg``: the machine is shared, and wall-clock rates fall with its load). With ``--memory`` it also prints the peak
@@ -213,6 +217,27 @@ def stages(path: Path, repeat: int) -> dict[str, float]:
             "scan": t_scan / n}
 
 
+def scaling(path: Path, counts: list[int], parser: str) -> list[tuple[int, float, float]]:
+    """For each N in ``counts``: the file checked by N processes (``check --jobs N``), in CPU time — the
+    busiest process's against a single-core parse of the same file, measured just before it. On N free cores
+    the busiest process bounds the wall time, so this is the ratio they would show; the processes run by
+    turns when N exceeds the CPUs, so the wall clock is not used. Returns (N, busiest CPU s, ratio)."""
+    print(f"--jobs N on one file, in CPU time (anchor: a single-core {parser} parse of the same file, measured "
+          "just before each split):")
+    out = []
+    for jobs in counts:
+        c0 = time.process_time()
+        n = parse_only(path)
+        parse_cpu = time.process_time() - c0
+        events, _ = check_jobs(path, jobs)
+        assert events == n, (events, n)
+        busiest = max(_CPU["workers"], _CPU["parent"])
+        out.append((jobs, busiest, parse_cpu / busiest))
+        print(f"  --jobs {jobs}: busiest process {busiest:.2f} s CPU against {parse_cpu:.2f} s to parse = "
+              f"{parse_cpu / busiest:.0%} of the parse rate (all processes together {_CPU['total']:.2f} s)")
+    return out
+
+
 def best(fn, repeat: int, clock=time.perf_counter) -> tuple[float, object]:  # type: ignore[no-untyped-def]
     times, out = [], None
     for _ in range(repeat):
@@ -259,6 +284,10 @@ def main() -> None:
     ap.add_argument("--parsers", default="orjson,json", help="the parsers to measure single-process (default: both)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="processes for the split check (default: the number of CPUs)")
+    ap.add_argument("--scaling", default="",
+                    help="also split the file across each of these numbers of processes (comma-separated, e.g. 2,4,8) "
+                         "and print, in CPU time, the busiest process against the single-core parse: what that many "
+                         "free cores would show (more processes than CPUs run by turns, so no wall clock)")
     ap.add_argument("--stages", action="store_true",
                     help="also split the check's time per event into its stages (parse, limits, read loop, run "
                          "setup, replay; the --jobs scan), by difference of passes")
@@ -322,6 +351,8 @@ def main() -> None:
         print(f"  best: check/limit = {best_one:.0%}, check --jobs {args.jobs}/limit = {best_jobs:.0%} "
               f"(target 50%); in CPU time {max(r[0] for r in cpu_ratios):.0%} and "
               f"{max(r[1] for r in cpu_ratios):.0%}")
+        if args.scaling:
+            scaling(path, [int(x) for x in args.scaling.split(",") if x.strip()], parsers[0])
         print(f"load average after: {_load()}")
         if args.memory:
             rss, code = child_peak_rss(path)

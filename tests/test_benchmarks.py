@@ -23,7 +23,8 @@ def _run(script: str, *args: str, timeout: float = 300) -> str:
 
 
 def test_check_speed_prints_limit_check_and_skeleton() -> None:
-    out = _run("check_speed.py", "--events", "3000", "--repeat", "1", "--memory", "--jobs", "2", "--stages")
+    out = _run("check_speed.py", "--events", "3000", "--repeat", "1", "--memory", "--jobs", "2", "--stages",
+               "--scaling", "1,3")
     assert "parse only" in out and "(the limit)" in out and "check/limit" in out
     assert "skeleton" in out and "leaving" in out  # the lower bound the README's Measured section cites
     events = int(re.search(r"^ledger: (\d+) events, (\d+) runs", out, re.M).group(1))  # type: ignore[union-attr]
@@ -43,6 +44,11 @@ def test_check_speed_prints_limit_check_and_skeleton() -> None:
     assert 10 < float(m.group(1)) < 200 and int(m.group(2)) == events and m.group(3) == "0", m.group(0)
     assert "peak traced memory (tracemalloc" in out
     assert "check --jobs 2" in out and "best: check/limit = " in out  # the --jobs ratio on one file
+    # --scaling: per process count, the busiest process's CPU time against the parse's, and their quotient
+    scal = re.findall(r"--jobs (\d+): busiest process ([\d.]+) s CPU against ([\d.]+) s to parse = (\d+)%", out)
+    assert [int(j) for j, *_ in scal] == [1, 3], out
+    for _, busy, parse, pct in scal:
+        assert abs(float(parse) / float(busy) * 100 - int(pct)) <= 1 + 100 * 0.006 / float(busy)
     # --stages replays with stand-ins for RunChecker's setup and feed: they must keep up with its attributes
     assert re.search(r"stages of the check \(\w+\), CPU us/event.* replay -?[\d.]+ = [\d.]+;", out), out
 
