@@ -286,8 +286,9 @@ newest google-adk pip finds compatible with the project's pins is 1.14.1, which 
 protobuf, tenacity and websockets under the other frameworks. So `.ci/dev.py` builds `.venv-adk` (loopspec without
 extras and ADK at its pins) and `--impl google-adk` runs the same kind of adapter there, in process with ADK,
 behind the JSON-RPC protocol the harness speaks to any implementation (`python -m loopspec.frameworks.google_adk`).
-Its concurrent mode with held answers (protocol v1.1 in process) is therefore not available; ADK's gather runs
-with answers given at once.
+ADK's only mode runs a response's calls concurrently: the adapter announces `concurrency`, and the stdio server
+gives its tool bodies the held answers (protocol v1.1, PROTOCOL.md section 6), so ADK's batch campaigns under the
+strict spec run concurrent steps whose completion order the harness picks.
 
 The campaigns run with `PYTHONHASHSEED=0` (a framework campaign depended on string hashing). The `Case:`
 paths name the shrunk cases (`loopspec replay CASE.json --impl NAME` reruns one) under `build/frameworks/`;

@@ -164,3 +164,41 @@ def test_the_same_call_twice_in_one_response_runs_twice_at_once(name: str) -> No
     assert [e["type"] for e in trace["events"]][:3] == ["execute", "execute", "release"]
     v = judge(trace)
     assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R33", "replay-reexecuted")
+
+
+@pytest.mark.frameworks
+def test_google_adk_runs_concurrent_steps_with_held_answers_over_stdio() -> None:
+    """Google ADK in its own environment, its adapter a process (``serve_stdio``): in a concurrent step
+    its gathered tool bodies await held answers (C2, C3) and the harness releases them in every order
+    the schedule picks (C4); the answers come back in request order (R32 holds). In abort mode, after
+    the second call fails, ADK cancels the bodies still waiting (``$/cancelRequest``, C5: every execution
+    is released or cancelled) and loses the first call's answer in every order (observed: the run raises;
+    R34 ``answers-lost-on-abort``). One process runs every step: the -32800 answers stay in step."""
+    from loopspec.fuzz._adapter import ImplFactory
+
+    _need("google-adk")
+    target = resolve("google-adk")
+    factory = ImplFactory(target, timeout=30.0, warm=False, label="google-adk")
+    impl = factory.open("batch")
+    try:
+        assert impl.info["capabilities"]["concurrency"] is True
+        script = [{"value": 1}, FAIL, {"value": 3}]
+        step = target.normalize_step(step3(script=script))
+        for schedule, p in all_orders(step):
+            trace = run_step(impl, {**step, "schedule": schedule})
+            assert [e["type"] for e in trace["events"]][:4] == ["execute", "execute", "execute", "release"], schedule
+            assert released(trace) == [k for k, _, _ in p.releases or []], schedule
+            result = trace["events"][-1]["result"]
+            assert [(r["id"], r["status"]) for r in result["results"]] == [("c1", "ok"), ("c2", "error"), ("c3", "ok")]
+        step = target.normalize_step(step3("abort", script))
+        for schedule, _p in all_orders(step):
+            trace = run_step(impl, {**step, "schedule": schedule})
+            order = released(trace)
+            cancelled = [e["execution"] for e in trace["events"] if e["type"] == "cancel"]
+            assert order[-1] == 2 and sorted(order + cancelled) == [1, 2, 3], (schedule, order, cancelled)
+            assert trace["events"][-1]["result"]["aborted"] == {"index": 1, "code": "INTERNAL_ERROR"}
+            v = judge(trace)
+            assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R34", "answers-lost-on-abort")
+    finally:
+        factory.release(impl)
+        factory.close()

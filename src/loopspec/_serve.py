@@ -28,6 +28,11 @@ a response nobody waits for                      ignored
 A request from the harness while a ``batch.run`` is in progress (the protocol is sequential) gets
 ``-32600``; a response with another id is ignored. ``shutdown`` is answered ``null`` and ends the
 process (exit 0), as does the end of input.
+
+Held answers (protocol v1.1, spec/PROTOCOL.md sections 6 and 7): :meth:`Server.send_request` sends a
+request without waiting for its answer, :meth:`Server.wait_answer` reads until the answer to one of
+those arrives (at once when none is outstanding) and :meth:`Server.forget` drops one that was cancelled;
+``loopspec.fuzz._adapter.serve_stdio`` builds a concurrent step's ``execute.held`` from them.
 """
 
 from __future__ import annotations
@@ -133,6 +138,8 @@ class Server:
         self.translate = translate
         self.next_id = 0
         self.busy: str | None = None  # the method being handled (requests are sequential)
+        #: requests sent by :meth:`send_request` and not answered yet: id -> reply(result, RemoteError | None)
+        self.outstanding: dict[int, Callable[[Json, RemoteError | None], None]] = {}
         self.done = False
 
     # -- wire ------------------------------------------------------------------------------
@@ -236,6 +243,55 @@ class Server:
         return INTERNAL, "Internal error", type(exc).__name__
 
     # -- our requests to the harness ---------------------------------------------------------
+    def send_request(self, method: str, params: Json, reply: Callable[[Json, RemoteError | None], None]) -> int:
+        """Send a request and return its id without waiting: ``reply(result, error)`` gets its answer
+        when :meth:`wait_answer` (or :meth:`call`) reads it."""
+        self.next_id += 1
+        rid = self.next_id
+        self.outstanding[rid] = reply
+        self.send({"jsonrpc": JSONRPC, "id": rid, "method": method, "params": params})
+        return rid
+
+    def notify(self, method: str, params: Json) -> None:
+        self.send({"jsonrpc": JSONRPC, "method": method, "params": params})
+
+    def forget(self, rid: Json) -> None:
+        """No answer to this request is awaited any more (it was cancelled, or its step is over): when
+        it comes it is a response nobody waits for, ignored."""
+        self.outstanding.pop(rid, None)
+
+    def wait_answer(self) -> bool:
+        """Read until the answer to one outstanding request arrives and hand it to its reply (answering
+        what arrives meanwhile); False at once when none is outstanding."""
+        while self.outstanding:
+            msg, err = self._read()
+            if err is not None:
+                self.send(err)
+                continue
+            if self._answered(msg):
+                return True
+            answer = self._dispatch(msg)
+            if answer is not None:
+                self.send(answer)
+            if self.done:
+                raise Stop
+        return False
+
+    def _answered(self, msg: Json) -> bool:
+        """Is ``msg`` the answer to an outstanding request? Then it went to that request's reply."""
+        if not (isinstance(msg, dict) and "method" not in msg and msg.get("jsonrpc") == JSONRPC
+                and msg.get("id").__class__ is int and msg["id"] in self.outstanding
+                and ("result" in msg or "error" in msg)):
+            return False
+        reply = self.outstanding.pop(msg["id"])
+        if "error" in msg:
+            e = msg["error"]
+            reply(None, RemoteError(e.get("code"), e.get("message"), e.get("data")) if isinstance(e, dict)
+                  else RemoteError(None, "a malformed error answer"))
+        else:
+            reply(msg["result"], None)
+        return True
+
     def call(self, method: str, params: Json) -> Json:
         """Send a request to the harness; answer what arrives meanwhile; return its result."""
         self.next_id += 1
@@ -255,6 +311,8 @@ class Server:
                     raise RemoteError(None, "a malformed error answer")
                 if "result" in msg:
                     return msg["result"]
+            if self._answered(msg):
+                continue
             answer = self._dispatch(msg)
             if answer is not None:
                 self.send(answer)

@@ -20,9 +20,15 @@ adapter protocol.
   ``{"result": text}`` → ok (the tool returns JSON text), ``{"error": text}`` → ``UNKNOWN_TOOL`` for a tool
   that is not registered, the failure category when the body failed, else ``INVALID_ARGUMENT``; after the
   last allowed round (no further request), the function-response event the runner yielded.
-* ADK starts the calls of one response as concurrent tasks (``asyncio.gather``) and, when one raises,
-  cancels the ones not finished; the bodies here answer before they yield, so the calls run in request
-  order (profile ``tool_execution = concurrent``: the others of a failing response still ran).
+* Concurrency (protocol v1.1): ADK starts the calls of one response as tasks gathered together and, when
+  one raises, cancels the ones not finished. Source (google-adk 2.13.0,
+  ``google/adk/flows/llm_flows/tools/_batch_executor.py``, ``_gather_or_cancel``):
+  ``gatherer = asyncio.gather(*tasks)``; the profile's ``tool_execution = concurrent`` quotes the same line.
+  So the adapter announces ``concurrency`` and its tool bodies are coroutines awaiting ``Run.aenter``: in a
+  concurrent step every call of the response is started (a ``tool.execute`` outstanding) before any answer
+  lands, the harness releases the answers in the order its schedule picks, and the bodies ADK cancels
+  send ``$/cancelRequest`` (the stdio server bridges the held answers: ``serve_stdio``). In a sequential
+  step a body answers before it yields, so the calls run in request order.
 * Settings (the settings matrix): ``arg_validation``: ``default`` (ADK 2.13's default: the
   ``FUNCTION_TOOL_ARG_VALIDATION`` feature is off and arguments reach the function unchecked) or ``on``
   (the feature enabled with ``override_feature_enabled``: primitive types are checked and coerced, errors
@@ -47,8 +53,8 @@ What ADK cannot express, and the fuzzer therefore does not propose or vary:
 * an execution budget, per-tool limits, a limit on requests, retries of a failed tool, deadlines, and the
   ``error-result`` limit policy (``max_llm_calls`` is the only limit; it must be positive to bound anything,
   so ``maxRounds = 0`` is not expressible);
-* concurrent steps with held answers (protocol v1.1): the adapter runs in another process, where the
-  in-process held answers are not available; ADK's gather is exercised with answers given at once.
+* a bound on the overlap or a read-only policy (R29, R30): ADK runs every call of a response at once and
+  reads no MCP hints, so a concurrent step's ``maxConcurrency`` is the number of its calls (``overlap: all``).
 """
 
 from __future__ import annotations
@@ -142,6 +148,10 @@ class GoogleADKExecutor(FrameworkExecutor):
             return "arguments that are not a JSON object (FunctionCall.args is a dict)"
         return why
 
+    def concurrent(self) -> bool:
+        """ADK's only mode runs the calls of one response concurrently (module docstring)."""
+        return True
+
     # -- mapping -----------------------------------------------------------------------------
     def _tools(self, run: Run) -> list[Any]:
         from google.adk.tools import FunctionTool, ToolContext
@@ -158,12 +168,12 @@ class GoogleADKExecutor(FrameworkExecutor):
             params.append(inspect.Parameter("tool_context", inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext))
 
             def make(name: str = name) -> Any:
-                def fn(**kwargs: Any) -> str:
+                async def fn(**kwargs: Any) -> str:
                     ctx = kwargs.pop("tool_context")
                     given = {k: v for k, v in kwargs.items() if v is not None}
                     i = _entering(run, ctx.function_call_id, name, given)
                     cid = run.call(i).get("id") if i is not None else ctx.function_call_id
-                    return json.dumps(run.enter(i, cid, name, given, ctx.user_id))
+                    return json.dumps(await run.aenter(i, cid, name, given, ctx.user_id))
                 return fn
 
             body = make()
@@ -194,7 +204,6 @@ class GoogleADKExecutor(FrameworkExecutor):
                     run.answer(i, ok(cid, out))
 
     def run_loop(self, run: Run, params: dict[str, Json], model_next: ModelFn, *, batch: bool) -> dict[str, Json]:
-        import asyncio
         import logging
 
         from google.adk.agents import LlmAgent
@@ -267,7 +276,7 @@ class GoogleADKExecutor(FrameworkExecutor):
 
             override_feature_enabled(FeatureName.FUNCTION_TOOL_ARG_VALIDATION, True)
         try:
-            asyncio.run(go())
+            run.run_async(go())  # in a concurrent step with the held answers' watcher beside it
         except LlmCallsLimitExceededError:
             # the last round's answers were never sent to the model: they are in the runner's last
             # function-response event

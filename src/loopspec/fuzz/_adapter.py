@@ -833,7 +833,14 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 
 def serve_stdio(executor: InProcess, rfd: int = 0, wfd: int = 1) -> None:
     """Run ``executor`` as an adapter process on the given descriptors until shutdown / EOF (the
-    JSON-RPC server is :class:`loopspec._serve.Server`)."""
+    JSON-RPC server is :class:`loopspec._serve.Server`).
+
+    An executor that :func:`holds_answers` gets, in a ``batch.run`` whose params carry ``concurrency``
+    (a concurrent step, PROTOCOL.md C1), an ``execute.held`` (:class:`HeldAnswers`) as in process
+    (PROTOCOL.md section 6): its ``tool.execute`` requests are sent without waiting (C2), a
+    ``tool.waiting`` is followed by reading until the harness releases one of them (C3), a
+    ``$/cancelRequest`` names the request's id on the wire (C5), and the ``-32800`` answers to cancelled
+    or abandoned requests (C5, C6) are ignored like any response nobody waits for."""
     from .._serve import RemoteError, Server
 
     def translate(exc: BaseException) -> tuple[int, str, Json]:
@@ -849,6 +856,47 @@ def serve_stdio(executor: InProcess, rfd: int = 0, wfd: int = 1) -> None:
         except RemoteError as err:
             raise RpcError(err.code if err.code.__class__ is int else INTERNAL, str(err.message), err.data) from None
 
-    server = Server(lambda method, params, _call: executor.handle(method, params, call), rfd, wfd,
-                    translate=translate)
+    def held_call() -> Callable[[str, Json], Json]:
+        """``call`` with a concurrent step's held answers (``.held``), bridged to the wire."""
+        wire: dict[Json, int] = {}  # HeldAnswers' request id -> its JSON-RPC id on the wire
+
+        def request(rid: Json, method: str, params: Json, reply: Callable[..., None]) -> Json:
+            from ._rpc import HOLD
+
+            def answered(result: Json, err: RemoteError | None) -> None:
+                reply(result, None if err is None else RpcError(
+                    err.code if err.code.__class__ is int else INTERNAL, str(err.message), err.data))
+
+            wire[rid] = server.send_request(method, params, answered)
+            return HOLD
+
+        def notify(method: str, params: Json) -> None:
+            if method == "$/cancelRequest" and isinstance(params, dict) and params.get("id") in wire:
+                wid = wire[params["id"]]
+                server.forget(wid)  # the harness answers it -32800 at once: ignored when read (C5)
+                server.notify(method, {**params, "id": wid})
+                return
+            server.notify(method, params)
+            if method == "tool.waiting":
+                server.wait_answer()  # the one answer the harness releases now (C3)
+
+        def bridged(method: str, params: Json) -> Json:
+            return call(method, params)
+
+        bridged.held = HeldAnswers(request, notify)  # type: ignore[attr-defined]
+        bridged.wire = wire  # type: ignore[attr-defined]
+        return bridged
+
+    def handle(method: str, params: Json, _call: Any) -> Json:
+        if not (method == "batch.run" and holds_answers(executor) and isinstance(params, dict)
+                and isinstance(params.get("concurrency"), dict)):
+            return executor.handle(method, params, call)
+        bridged = held_call()
+        try:
+            return executor.handle(method, params, bridged)
+        finally:
+            for wid in bridged.wire.values():  # type: ignore[attr-defined]
+                server.forget(wid)  # still held when the step is answered: answered -32800 after it (C6)
+
+    server = Server(handle, rfd, wfd, translate=translate)
     server.serve()
