@@ -370,3 +370,26 @@ def test_a_campaign_without_the_id_binding_choice_finds_the_re_execution(name: s
                profile=without)
     kinds = {(f.rule, f.kind) for f in res.findings}
     assert kinds & {("R6", "replay-reexecuted"), ("R7", "executed-despite-id-conflict")}, kinds
+
+
+@pytest.mark.frameworks
+def test_R13_google_adk_keeps_an_answer_it_gave_itself_before_a_failure() -> None:
+    """R13 / tool_execution = concurrent-keep-finished, found by the ADK loop campaign (shrunk): ADK answers a
+    call missing a required argument itself (no tool body runs), then a sibling under the same id fails in
+    abort mode. ADK keeps the first answer (``_keep_completed_responses``); the adapter pairs a kept response
+    with its request by id and name, never with the failing sibling whose body ran under that id."""
+    _need("google-adk")
+    need_flag = {"name": "lookup", "inputSchema": {"type": "object", "properties": {"flag": {"type": "boolean"}},
+                                                   "required": ["flag"]}}
+    search = {"name": "search", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                                "required": ["n"]}}
+    step = _loop([{"calls": [{"id": "c1", "name": "lookup", "arguments": {}},
+                             {"id": "c1", "name": "search", "arguments": {"n": 2}}]}],
+                 mode="abort", script=({"fail": "NOT_FOUND_OR_NOT_ACCESSIBLE"},))
+    step["config"]["tools"] = [need_flag, search]
+    trace = _run("google-adk", step)
+    result = trace["events"][-1]["result"]
+    assert [(r["id"], r["status"], r.get("code")) for r in result["results"]] == [("c1", "error", "INVALID_ARGUMENT")]
+    assert result["aborted"] == {"index": 1, "code": "NOT_FOUND_OR_NOT_ACCESSIBLE"}
+    v = judge(trace, profile="google-adk")
+    assert v.ok, v.violation

@@ -195,11 +195,11 @@ class GoogleADKExecutor(FrameworkExecutor):
 
     def _read(self, run: Run, responses: list[Any], positions: dict[str, int] | None = None) -> None:
         """The function responses of the current round: by position (every call's, in call order), or, given
-        ``positions``, by the ADK call id of the body that produced each (some calls' only)."""
+        ``positions``, some calls' only (:func:`_pair`)."""
         if run.current < 0:
             return
         pairs = (zip(run.round_positions(), responses, strict=False) if positions is None
-                 else [(positions[r.id], r) for r in responses if r.id in positions])
+                 else _pair(run, responses, positions))
         for i, r in pairs:
             cid = run.call(i).get("id")
             body = r.response if isinstance(r.response, dict) else {"result": r.response}
@@ -320,6 +320,23 @@ class GoogleADKExecutor(FrameworkExecutor):
                 return run.outcome("FAILED", "MODEL_ERROR")
             raise
         return run.outcome("COMPLETED", "FINAL_ANSWER")
+
+
+def _pair(run: Run, responses: list[Any], positions: dict[str, int]) -> list[tuple[int, Any]]:
+    """Some of the round's function responses (those ADK kept when a call failed), each with its request
+    position: the first position not paired yet whose call has the response's id and name (ADK answers an
+    unknown tool or missing arguments itself, no body runs); else, for an id ADK made up for an empty one,
+    the position whose body ran under that id (``positions``)."""
+    free = list(run.round_positions())
+    out: list[tuple[int, Any]] = []
+    for r in responses:
+        i = next((k for k in free if run.call(k).get("id") == r.id and run.call(k).get("name") == r.name), None)
+        if i is None and positions.get(r.id) in free:
+            i = positions[r.id]
+        if i is not None:
+            free.remove(i)
+            out.append((i, r))
+    return out
 
 
 def _entering(run: Run, call_id: Json, name: str, received: dict[str, Json]) -> int | None:
