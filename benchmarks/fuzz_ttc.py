@@ -53,10 +53,9 @@ LOOP_BUGS = ("rounds-off-by-one", "shows-all-results", "coverage-lies", "retry-e
 #: The children's environment: bytecode may be cached (as it is for an installed package), hashing fixed.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONHASHSEED": "0"}
 SKIP = ("hang",)  # a hang costs the per-request timeout by definition (10 s by default)
-#: examples/java/LoopspecExecutor.java: three batch bugs and the write tools' four (section 6, --mode writes; the
-#: Python example's fifth, failed-before-lookup, a crash at a recovery's lookup, has no Java twin)
-JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after",
-             *(b for b in example.WRITE_BUGS if b != "failed-before-lookup"))
+#: examples/java/LoopspecExecutor.java: three batch bugs and the write tools' five, the Python example's twins
+#: (section 6, --mode writes; failed-before-lookup is a crash at a recovery's lookup, PROTOCOL.md W3)
+JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after", *example.WRITE_BUGS)
 
 
 def java_build() -> list[str] | None:

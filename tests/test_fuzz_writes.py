@@ -27,10 +27,11 @@ from tests.fuzz_helpers import EXAMPLE, schema_validator
 
 Json = Any
 
-#: bug -> the rule the judge names (the broken variants of spec/writes.toml, which the Java example has too)
+#: bug -> the rule the judge names (the broken variants of spec/writes.toml)
 BUGS = {"key-by-call-id": "R37", "retry-without-lookup": "R43", "record-after-dispatch": "R39",
         "timeout-as-failure": "R42"}
-#: ... and a recovery that is not crash-safe (a crash at a lookup, PROTOCOL.md W3): the Python example's only
+#: ... and a recovery that is not crash-safe (a crash at a lookup, PROTOCOL.md W3); the Java example
+#: (tests/test_fuzz_java.py) has all of them too
 CRASH_BUGS = {"failed-before-lookup": "R43"}
 ALL_BUGS = {**BUGS, **CRASH_BUGS}
 
