@@ -172,8 +172,10 @@ def test_google_adk_runs_concurrent_steps_with_held_answers_over_stdio() -> None
     its gathered tool bodies await held answers (C2, C3) and the harness releases them in every order
     the schedule picks (C4); the answers come back in request order (R32 holds). In abort mode, after
     the second call fails, ADK cancels the bodies still waiting (``$/cancelRequest``, C5: every execution
-    is released or cancelled) and loses the first call's answer in every order (observed: the run raises;
-    R34 ``answers-lost-on-abort``). One process runs every step: the -32800 answers stay in step."""
+    is released or cancelled) and keeps the answers of the calls that finished before the failure (source:
+    ``_keep_completed_responses``, yielded before the error is re-raised): the first call's answer is lost
+    exactly when the failure lands before it (observed: R34 ``answers-lost-on-abort``, as for pydantic-ai
+    and the Agents SDK). One process runs every step: the -32800 answers stay in step."""
     from loopspec.fuzz._adapter import ImplFactory
 
     _need("google-adk")
@@ -196,9 +198,15 @@ def test_google_adk_runs_concurrent_steps_with_held_answers_over_stdio() -> None
             order = released(trace)
             cancelled = [e["execution"] for e in trace["events"] if e["type"] == "cancel"]
             assert order[-1] == 2 and sorted(order + cancelled) == [1, 2, 3], (schedule, order, cancelled)
-            assert trace["events"][-1]["result"]["aborted"] == {"index": 1, "code": "INTERNAL_ERROR"}
+            result = trace["events"][-1]["result"]
+            assert result["aborted"] == {"index": 1, "code": "INTERNAL_ERROR"}
+            first_done = 1 in order and order.index(1) < order.index(2)
+            assert result["results"] == ([{"id": "c1", "status": "ok", "output": 1}] if first_done else []), schedule
             v = judge(trace)
-            assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R34", "answers-lost-on-abort")
+            if first_done:
+                assert v.ok, (schedule, v.violation)
+            else:
+                assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R34", "answers-lost-on-abort")
     finally:
         factory.release(impl)
         factory.close()

@@ -205,6 +205,34 @@ def test_R13_concurrent_execution_runs_the_siblings_of_a_failure() -> None:
     assert judge(trace, profile="langgraph").ok
 
 
+def test_R13_concurrent_keep_finished_keeps_the_answers_before_the_failure() -> None:
+    """R13 / tool_execution = concurrent-keep-finished (Google ADK): the siblings still run, and the answers
+    of the requests before the failing one are kept; the failing one and those after it get none. Under
+    plain concurrent (LangGraph) every answer of the proposal is lost, under the strict spec the run
+    stops at the failure."""
+    c2 = {"id": "c2", "name": "lookup", "arguments": {}}
+    c3 = {"id": "c3", "name": "lookup", "arguments": {}}
+
+    def ex(cid: str, outcome: dict[str, object]) -> dict[str, object]:
+        return {"type": "execute", "callId": cid, "name": "lookup", "arguments": {}, "principal": "alice",
+                "outcome": outcome}
+
+    def trace(results: list[dict[str, object]]) -> dict[str, object]:
+        events = [ex("c1", {"status": "ok", "output": 1}), ex("c2", {"status": "error", "category": "INTERNAL_ERROR"}),
+                  ex("c3", {"status": "ok", "output": 3}),
+                  {"type": "response", "result": {"results": results, "executed": 3,
+                                                  "aborted": {"index": 1, "code": "INTERNAL_ERROR"}}}]
+        return {**_batch([C1, c2, c3], [], {}, mode="abort"), "events": events}
+
+    kept, lost, all_kept = trace([_ok("c1", 1)]), trace([]), trace([_ok("c1", 1), _ok("c3", 3)])
+    assert judge(kept, profile="google-adk").ok
+    for wrong in (lost, all_kept):
+        v = judge(wrong, profile="google-adk")
+        assert v.violation is not None and v.violation.rule in ("R11", "R13"), v
+    assert judge(lost, profile="langgraph").ok and not judge(kept, profile="langgraph").ok
+    assert not judge(kept).ok  # strict: c3 never executes after the failure
+
+
 def test_R6_drop_repeats_coalesces_a_repeated_call_across_rounds() -> None:
     """R6, R7 / id_binding = drop-repeats: the Agents SDK neither runs nor answers a call whose id already
     has an output for the same invocation, and refuses other content under that id."""

@@ -1192,8 +1192,8 @@ public final class LoopspecExecutor {
     }
 
     /**
-     * The deliberate bugs: three of the batch, five of the write tools (the four broken variants of
-     * spec/writes.toml and a recovery that is not crash-safe), as in the Python example.
+     * The deliberate bugs: three of the batch, five of the write tools (the broken variants of
+     * spec/writes.toml, the last a recovery that is not crash-safe), as in the Python example.
      */
     static final List<String> BUGS = List.of("replay-reexecutes", "conflict-reuse", "budget-after",
         "key-by-call-id", "retry-without-lookup", "record-after-dispatch", "timeout-as-failure",

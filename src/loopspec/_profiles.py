@@ -14,7 +14,8 @@ with the parameters applied at the points the spec names:
   request), and ``rounds_exhausted`` (the framework's own final text at the last round);
 * ``call_checks = upfront`` (a violation that ends the run does so before the proposal executes);
 * the per-call checks (well-formedness, schema, binding, budget), escalation, and
-  ``tool_execution = concurrent`` (a failure does not stop the proposal's other executions).
+  ``tool_execution = concurrent`` (a failure does not stop the proposal's other executions) and
+  ``concurrent-keep-finished`` (as concurrent, and the answers finished before the failure are kept).
 """
 
 from __future__ import annotations
@@ -405,7 +406,8 @@ def _run_proposal(s: RunState, outcome_for: Callable[[RunState, core.Execution],
                   finish: Callable[..., None]) -> None:
     """The requests of the current proposal, in order (R1 per request). Under ``tool_execution =
     concurrent`` a failure that ends the run does not stop the proposal's other executions, and the
-    proposal's answers are lost with the run."""
+    proposal's answers are lost with the run; under ``concurrent-keep-finished`` the answers of the
+    requests before the failing one (finished before it) are kept."""
     assert s.response is not None
     first_answer = len(s.answers)
     stopped: tuple[int, str] | None = None
@@ -434,13 +436,15 @@ def _run_proposal(s: RunState, outcome_for: Callable[[RunState, core.Execution],
                 core.answer_failure(s)
         last = s.answers[-1].code
         if stopped is None and last is not None and _escalates(last, s, p):
-            if p["tool_execution"] == "concurrent" and core.code_kind(last) == "failure":
+            if p["tool_execution"] != "sequential" and core.code_kind(last) == "failure":
                 stopped = (s.answers[-1].index, last)
             else:
                 finish(CODE_TABLE[last][2], escalated=True)
                 return
         core.next_item(s)
     if stopped is not None:
+        if p["tool_execution"] == "concurrent-keep-finished":
+            first_answer = next(k for k, a in enumerate(s.answers) if a.index == stopped[0])
         del s.answers[first_answer:]
         s.aborted = stopped
         finish(CODE_TABLE[stopped[1]][2])

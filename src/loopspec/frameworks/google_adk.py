@@ -23,7 +23,11 @@ adapter protocol.
 * Concurrency (protocol v1.1): ADK starts the calls of one response as tasks gathered together and, when
   one raises, cancels the ones not finished. Source (google-adk 2.13.0,
   ``google/adk/flows/llm_flows/tools/_batch_executor.py``, ``_gather_or_cancel``):
-  ``gatherer = asyncio.gather(*tasks)``; the profile's ``tool_execution = concurrent`` quotes the same line.
+  ``gatherer = asyncio.gather(*tasks)``. Before the error is re-raised, the responses of the calls that had
+  finished are kept (``_execute_prepared_function_calls``:
+  ``kept_event := _keep_completed_responses(invocation_context, tasks)``) and yielded as an event of the
+  session: the adapter reads them as those calls' answers (the profile's ``tool_execution =
+  concurrent-keep-finished`` quotes that line).
   So the adapter announces ``concurrency`` and its tool bodies are coroutines awaiting ``Run.aenter``: in a
   concurrent step every call of the response is started (a ``tool.execute`` outstanding) before any answer
   lands, the harness releases the answers in the order its schedule picks, and the bodies ADK cancels
@@ -153,7 +157,9 @@ class GoogleADKExecutor(FrameworkExecutor):
         return True
 
     # -- mapping -----------------------------------------------------------------------------
-    def _tools(self, run: Run) -> list[Any]:
+    def _tools(self, run: Run, positions: dict[str, int] | None = None) -> list[Any]:
+        """ADK tools for the run's tools; ``positions`` learns the request position of each ADK call id whose
+        body is entered (ADK replaces an empty id with its own)."""
         from google.adk.tools import FunctionTool, ToolContext
 
         tools = []
@@ -172,6 +178,8 @@ class GoogleADKExecutor(FrameworkExecutor):
                     ctx = kwargs.pop("tool_context")
                     given = {k: v for k, v in kwargs.items() if v is not None}
                     i = _entering(run, ctx.function_call_id, name, given)
+                    if i is not None and positions is not None and ctx.function_call_id:
+                        positions[ctx.function_call_id] = i
                     cid = run.call(i).get("id") if i is not None else ctx.function_call_id
                     return json.dumps(await run.aenter(i, cid, name, given, ctx.user_id))
                 return fn
@@ -185,11 +193,14 @@ class GoogleADKExecutor(FrameworkExecutor):
             tools.append(FunctionTool(body))
         return tools
 
-    def _read(self, run: Run, responses: list[Any]) -> None:
-        """The function responses of the current round, by position."""
+    def _read(self, run: Run, responses: list[Any], positions: dict[str, int] | None = None) -> None:
+        """The function responses of the current round: by position (every call's, in call order), or, given
+        ``positions``, by the ADK call id of the body that produced each (some calls' only)."""
         if run.current < 0:
             return
-        for i, r in zip(run.round_positions(), responses, strict=False):
+        pairs = (zip(run.round_positions(), responses, strict=False) if positions is None
+                 else [(positions[r.id], r) for r in responses if r.id in positions])
+        for i, r in pairs:
             cid = run.call(i).get("id")
             body = r.response if isinstance(r.response, dict) else {"result": r.response}
             if "error" in body and "result" not in body:
@@ -202,6 +213,17 @@ class GoogleADKExecutor(FrameworkExecutor):
                     run.answer(i, ok(cid, json.loads(out) if isinstance(out, str) else out))
                 except ValueError:
                     run.answer(i, ok(cid, out))
+
+    def _read_last_responses(self, run: Run, events: list[Any], positions: dict[str, int] | None = None) -> None:
+        """The function responses the runner yielded after the model's last calls, if any (the round that
+        ended the run: its answers never reached the model)."""
+        for ev in reversed(events):
+            got = [p.function_response for p in ((ev.content.parts or []) if ev.content else []) if p.function_response]
+            if got:
+                self._read(run, got, positions)
+                return
+            if ev.content and any(p.function_call for p in (ev.content.parts or [])):
+                return  # the model's calls: no response after them
 
     def run_loop(self, run: Run, params: dict[str, Json], model_next: ModelFn, *, batch: bool) -> dict[str, Json]:
         import logging
@@ -257,9 +279,10 @@ class GoogleADKExecutor(FrameworkExecutor):
             return {"error": ADK_ERROR_TEXT} if isinstance(error, ToolFailed) else None
 
         events: list[Any] = []  # what the runner yielded, as it streams
+        positions: dict[str, int] = {}  # ADK call id -> request position, as bodies are entered
 
         async def go() -> None:
-            agent = LlmAgent(name="loopspec", model=Scripted(), tools=self._tools(run), instruction="",
+            agent = LlmAgent(name="loopspec", model=Scripted(), tools=self._tools(run, positions), instruction="",
                              on_tool_error_callback=None if abort else on_error)
             sessions = InMemorySessionService()
             runner = Runner(app_name="loopspec", agent=agent, session_service=sessions)
@@ -280,18 +303,15 @@ class GoogleADKExecutor(FrameworkExecutor):
         except LlmCallsLimitExceededError:
             # the last round's answers were never sent to the model: they are in the runner's last
             # function-response event
-            for ev in reversed(events):  # (the last event is the error's)
-                got = [p.function_response for p in ((ev.content.parts or []) if ev.content else [])
-                       if p.function_response]
-                if got:
-                    self._read(run, got)
-                    break
-                if ev.content and any(p.function_call for p in (ev.content.parts or [])):
-                    break  # the model's calls: no response after them
+            self._read_last_responses(run, events)
             return run.outcome("TRUNCATED", "MAX_ROUNDS")
         except (ModelFailure, _Invalid):
             return run.outcome("FAILED", "MODEL_ERROR")
         except ToolFailed:
+            # before re-raising, ADK yields the responses of the calls that finished before the failure
+            # (``_keep_completed_responses``: "Keeps the responses of calls that finished before their
+            # batch ended early", 2.13.0): those answers are recorded in the session, not lost
+            self._read_last_responses(run, events, positions)
             failed = sorted(i for i in run.failed_at if run.current >= 0 and i >= run.offsets[run.current])
             at = failed[0] if failed else None
             return run.outcome("FAILED", "TERMINAL_ERROR", (at, run.failed_at[at]) if at is not None else None)
