@@ -6,10 +6,11 @@ For every ``--bug`` of examples/python/executor.py (batch bugs in batch mode, lo
 concurrent races ``conc-*`` with ``--concurrent``, where the fuzzer runs concurrent steps and chooses the
 completion order, protocol v1.1 — the naive driver is sequential and cannot release answers out of order;
 the write-tool variants of spec/writes.toml (``key-by-call-id``, ``retry-without-lookup``,
-``record-after-dispatch``, ``timeout-as-failure``) and ``failed-before-lookup`` (a recovery that is not
-crash-safe) in writes mode, protocol v1.2, where the harness plays the external system, loses answers and
-restarts the implementation, at a send or at a lookup — the naive driver then draws writes steps uniformly at
-random, 0-2 of the first 4 lookups cut, and judges them with the same judge):
+``record-after-dispatch``, ``timeout-as-failure`` and ``failed-before-lookup``, a recovery that is not
+crash-safe; the Java example's too, as ``java:NAME``) in writes mode, protocol v1.2, where the harness plays
+the external system, loses answers and restarts the implementation, at a send or at a lookup — the naive
+driver then draws writes steps uniformly at random, 0-2 of the first 4 lookups cut, and judges them with the
+same judge):
 
 * **ours**: ``loopspec fuzz --impl "python executor.py --bug B" --seed S`` as a child process; the time
   from its start to the first reduced case (``"provisional": false``) on disk, the rule and the
@@ -53,10 +54,9 @@ LOOP_BUGS = ("rounds-off-by-one", "shows-all-results", "coverage-lies", "retry-e
 #: The children's environment: bytecode may be cached (as it is for an installed package), hashing fixed.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONHASHSEED": "0"}
 SKIP = ("hang",)  # a hang costs the per-request timeout by definition (10 s by default)
-#: examples/java/LoopspecExecutor.java: three batch bugs and the write tools' four (section 6, --mode writes; the
-#: Python example's fifth, failed-before-lookup, a crash at a recovery's lookup, has no Java twin)
-JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after",
-             *(b for b in example.WRITE_BUGS if b != "failed-before-lookup"))
+#: examples/java/LoopspecExecutor.java: three batch bugs and the write tools' five, the Python example's twins
+#: (section 6, --mode writes; failed-before-lookup is a crash at a recovery's lookup, PROTOCOL.md W3)
+JAVA_BUGS = ("replay-reexecutes", "conflict-reuse", "budget-after", *example.WRITE_BUGS)
 
 
 def java_build() -> list[str] | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from loopspec._oplog import CRASH_ENV
 from loopspec._writes_spec import load_write_spec
+from tests.writes.merchant import kills
 
 CHILD = Path(__file__).resolve().parent / "writes" / "loop_child.py"
 
@@ -29,8 +30,9 @@ def _child(d: Path, ops: str, remote: str, mode: str, how: str, run: str, env: d
 def _crashed_and_resumed(d: Path, run: str, point: str, mode: str = "record", *, resume_ops: str | None = None,
                          variant: str | None = None) -> None:
     ops, remote = f"{run}.ops.sqlite", f"{run}.remote.sqlite"
-    code = _child(d, ops, remote, mode, "run", run, {CRASH_ENV: point})
-    assert code == -9, f"{run}: the crashed process ended {code}, not by SIGKILL"
+    for n, at in enumerate(kills(point)):  # after-lookup: killed after the send, then at the recovery's lookup
+        code = _child(d, ops, remote, mode, "resume" if n else "run", run, {CRASH_ENV: at})
+        assert code == -9, f"{run}: the process crashed at {at} ended {code}, not by SIGKILL"
     env = {"LOOPSPEC_TEST_VARIANT": variant} if variant else {}
     code = _child(d, resume_ops or ops, remote, mode, "resume", run, env)
     assert code == 0, f"{run}: the resumed process ended {code}"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from loopspec.fuzz import replay
 from loopspec.fuzz._adapter import ImplFactory
 from loopspec.fuzz._campaign import Campaign
 from tests.fuzz_helpers import ROOT
@@ -104,11 +105,12 @@ def test_java_concurrent_executor_on_a_thread_pool_passes(java_cmd: list[str]) -
 
 def test_java_writes_steps_catch_each_broken_variant_by_its_rule(java_cmd: list[str]) -> None:
     """Each --bug of the write tools breaks the fixed minimal step of tests/test_fuzz_writes.py with the
-    rule it breaks (R37, R43, R39, R42); the correct Java executor passes the same steps, and a restart
-    (the process killed at the send) is recovered from the journal by a lookup, one effect."""
+    rule it breaks (R37, R43, R39, R42, and R43 resent-after-cut-lookup for failed-before-lookup); the
+    correct Java executor passes the same steps, and a restart (the process killed at the send) is
+    recovered from the journal by a lookup, one effect."""
     from loopspec._judge import judge
     from loopspec.fuzz._writes_harness import run_writes_step
-    from tests.test_fuzz_writes import BUGS, STEPS, wstep
+    from tests.test_fuzz_writes import ALL_BUGS, STEPS, wstep
 
     def step(cmd: list[str], st: dict[str, object]) -> dict[str, object]:
         factory = ImplFactory(cmd, timeout=20.0)
@@ -120,7 +122,7 @@ def test_java_writes_steps_catch_each_broken_variant_by_its_rule(java_cmd: list[
         finally:
             factory.close()
 
-    for bug, rule in BUGS.items():
+    for bug, rule in ALL_BUGS.items():
         v = judge(step([*java_cmd, "--bug", bug], STEPS[bug])).violation
         assert v is not None and v.rule == rule, (bug, v)
         assert judge(step(java_cmd, STEPS[bug])).ok, bug
@@ -128,6 +130,14 @@ def test_java_writes_steps_catch_each_broken_variant_by_its_rule(java_cmd: list[
     cut = step(java_cmd, STEPS["failed-before-lookup"])
     assert [e["type"] for e in cut["events"]] == ["execute", "restart", "lookup", "restart", "lookup", "response"]
     assert judge(cut).ok, judge(cut).violation
+    # ... where --bug failed-before-lookup had journalled the key failed before the cut lookup: the third JVM
+    # sends it again without asking (W4: a re-send after a cut lookup, not R39's after a cut send)
+    bad = step([*java_cmd, "--bug", "failed-before-lookup"], STEPS["failed-before-lookup"])
+    assert [e["type"] for e in bad["events"]] == ["execute", "restart", "lookup", "restart", "execute", "response"]
+    v = judge(bad).violation
+    assert v is not None and (v.rule, v.kind, v.index) == ("R43", "resent-after-cut-lookup", 0), v
+    # without the crash the lookup answers and overwrites the early 'failed': the bug is only the crash's
+    assert judge(step([*java_cmd, "--bug", "failed-before-lookup"], {**STEPS["failed-before-lookup"], "crashes": []})).ok
     trace = step(java_cmd, wstep(["A", "A"], [{"restart": "applied"}]))
     assert [e["type"] for e in trace["events"]] == ["execute", "restart", "lookup", "response"], trace["events"]
     res = trace["events"][-1]["result"]
@@ -142,7 +152,7 @@ def test_java_writes_campaign_finds_nothing_against_the_correct_executor(java_cm
 
 
 JAVA_WRITE_BUGS = {"key-by-call-id": "R37", "retry-without-lookup": "R43", "record-after-dispatch": "R39",
-                   "timeout-as-failure": "R42"}
+                   "timeout-as-failure": "R42", "failed-before-lookup": "R43"}
 
 
 @pytest.mark.parametrize("bug", sorted(JAVA_WRITE_BUGS))
@@ -158,6 +168,10 @@ def test_java_writes_campaign_finds_and_shrinks_each_broken_variant(java_cmd: li
     assert JAVA_WRITE_BUGS[bug] in found, f"{bug}: found {sorted(found)}"
     f = found[JAVA_WRITE_BUGS[bug]]
     assert f.shrunk and f.reproduced and f.calls <= 2 and len(f.steps) == 1, (f.calls, f.steps)
+    if bug == "failed-before-lookup":  # the crash at the recovery's lookup survives the reduction (W3, W5)
+        assert f.verdict.violation is not None and f.verdict.violation.kind == "resent-after-cut-lookup"
+        assert f.steps[0].get("crashes"), f.steps
+    assert replay(tmp_path / f"{f.rule}.json", java_cmd, timeout=20.0).ok  # the correct executor passes the case
 
 
 def test_java_ledger_drops_a_journal_line_cut_by_a_kill(java_cmd: list[str], tmp_path: Path) -> None:

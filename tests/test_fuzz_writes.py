@@ -27,10 +27,11 @@ from tests.fuzz_helpers import EXAMPLE, schema_validator
 
 Json = Any
 
-#: bug -> the rule the judge names (the broken variants of spec/writes.toml, which the Java example has too)
+#: bug -> the rule the judge names (the broken variants of spec/writes.toml; the Java example has all five too,
+#: tests/test_fuzz_java.py)
 BUGS = {"key-by-call-id": "R37", "retry-without-lookup": "R43", "record-after-dispatch": "R39",
         "timeout-as-failure": "R42"}
-#: ... and a recovery that is not crash-safe (a crash at a lookup, PROTOCOL.md W3): the Python example's only
+#: ... and the variant whose recovery is not crash-safe (a crash at a lookup, PROTOCOL.md W3)
 CRASH_BUGS = {"failed-before-lookup": "R43"}
 ALL_BUGS = {**BUGS, **CRASH_BUGS}
 
@@ -71,6 +72,12 @@ def run(bug: str | None, step: dict[str, Json]) -> dict[str, Json]:
         return trace
     finally:
         factory.close()
+
+
+def test_the_examples_write_bugs_are_the_broken_variants_of_writes_toml() -> None:
+    from loopspec._writes_spec import load_write_spec
+
+    assert {v.id: v.fields["breaks"] for v in load_write_spec().variants} == ALL_BUGS
 
 
 @pytest.mark.parametrize("bug", sorted(ALL_BUGS))

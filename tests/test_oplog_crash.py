@@ -14,7 +14,7 @@ import pytest
 from loopspec._oplog import CRASH_ENV, SQLiteOperationLedger
 from loopspec._writes_spec import load_write_spec
 
-from .writes.merchant import Remote
+from .writes.merchant import Remote, kills
 
 CHILD = Path(__file__).resolve().parent / "writes" / "merchant.py"
 POINTS = [c.id for c in load_write_spec().crash_points]
@@ -26,8 +26,13 @@ def _run(tmp: Path, mode: str, env: dict[str, str]) -> subprocess.CompletedProce
 
 
 def _crash_and_restart(tmp: Path, mode: str, point: str) -> dict:  # type: ignore[type-arg]
-    killed = _run(tmp, mode, {CRASH_ENV: point})
-    assert killed.returncode == -9, (killed.returncode, killed.stderr)  # SIGKILL, not an exit
+    for at in kills(point):  # after-lookup: killed after the send first, so that recovery has a lookup to ask
+        killed = _run(tmp, mode, {CRASH_ENV: at})
+        assert killed.returncode == -9, (at, killed.returncode, killed.stderr)  # SIGKILL, not an exit
+        if at == "after-lookup":  # R43: the lookup was asked, its answer not recorded: the key is still unknown
+            ops = SQLiteOperationLedger(tmp / "ops.sqlite")
+            assert [r.state for r in ops.operations()] == ["unknown"]
+            ops.close()
     again = _run(tmp, mode, {})
     assert again.returncode == 0, again.stderr
     return json.loads(again.stdout)
@@ -53,7 +58,8 @@ def test_killed_at_each_crash_point_then_restarted_applies_each_write_once(tmp_p
 @pytest.mark.parametrize("point", POINTS + [f"{p}@2" for p in POINTS])
 def test_every_crash_point_without_an_idempotency_record(tmp_path: Path, point: str) -> None:
     """With only a lookup the external system does not deduplicate: a second send would be a second effect.
-    ``point@2``: the second time the run gets there (the second order; the replay in between sends nothing)."""
+    ``point@2``: the second time the run gets there (the second order; the replay in between sends nothing);
+    ``after-lookup@2``: the recovery's lookup cut in two processes in a row."""
     _check(tmp_path, "lookup", _crash_and_restart(tmp_path, "lookup", point))
 
 

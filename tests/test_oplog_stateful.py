@@ -60,14 +60,14 @@ class Writes(RuleBasedStateMachine):
         self.world = World(mode)
         self.ledger = MemoryOperationLedger()  # survives the "process": it stands for the durable file
         self.policy = w.CORRECT if variant == "correct" else w.VARIANTS[variant]
-        self.crash_at: str | None = None
+        self.crashes: list[str] = []  # the crash points at which the coming processes die, in order
         self.index = 0
         self.pending: tuple[str, dict[str, str]] | None = None  # a request the crash interrupted
         self.ex = self._boot()
 
     def _hook(self, point: str) -> None:
-        if point == self.crash_at:
-            self.crash_at = None
+        if self.crashes and point == self.crashes[0]:
+            self.crashes.pop(0)
             raise Crash
 
     def _boot(self) -> WriteExecutor:
@@ -82,18 +82,22 @@ class Writes(RuleBasedStateMachine):
             self.pending = None
         except Crash:
             self.pending = (cid, args)
-            self.ex = self._boot()
-            try:
-                self.ex.resume()
-            except Crash:  # pragma: no cover - resume has no crash point
-                raise
+            while True:
+                self.ex = self._boot()
+                try:
+                    self.ex.resume()
+                    break
+                except Crash:  # killed at the recovery's lookup (after-lookup): the next process recovers again
+                    continue
 
     @precondition(lambda self: self.pending is None)
     @rule(cid=st.sampled_from(["c1", "c2", "c3"]), ref=st.sampled_from(["a", "b"]),
           how=st.sampled_from(["applied", "applied", "lost-after", "lost-before", "rejected"]),
-          crash=st.none() | st.sampled_from(POINTS), down=st.booleans())
-    def request(self, cid: str, ref: str, how: str, crash: str | None, down: bool) -> None:
-        self.world.next, self.crash_at, self.world.lookup_down = how, crash, down
+          crash=st.none() | st.sampled_from(POINTS), again=st.booleans(), down=st.booleans())
+    def request(self, cid: str, ref: str, how: str, crash: str | None, again: bool, down: bool) -> None:
+        """``again``: after the crash, the next process dies too, at its first lookup (the recovery's, R43)."""
+        self.world.next, self.world.lookup_down = how, down
+        self.crashes = [crash, "after-lookup"] if crash and again else [crash] if crash else []
         self._call(cid, {"ref": ref})
 
     @precondition(lambda self: self.pending is not None)
@@ -116,6 +120,7 @@ class Writes(RuleBasedStateMachine):
                 assert r.key not in self.world.applied
 
     def teardown(self) -> None:
+        self.crashes = []
         if self.pending is None:
             self.world.lookup_down = False
             out = self.ex.finish()
@@ -143,3 +148,16 @@ def test_the_stateful_test_catches_the_broken_engines(variant: str) -> None:
     m.TestCase.settings = settings(SETTINGS, max_examples=300, database=None, phases=[Phase.generate])  # no shrinking
     with pytest.raises(AssertionError):
         m.TestCase().runTest()
+
+
+def test_the_executor_refuses_the_variant_its_ledger_cannot_record() -> None:
+    """failed-before-lookup (R43) overwrites its premature `failed` with the lookup's answer (failed → confirmed,
+    failed → unknown): no transition of writes.toml, so the operation ledger could not record it (R40). The model
+    checker (tests/test_writes_checker.py) and examples/python --bug failed-before-lookup carry that variant."""
+    world = World("lookup")
+    h = WriteHandler(w.WriteTool("put", ("ref",), reconcile="lookup"), world.send, world.lookup, SCHEMA)
+    with pytest.raises(ValueError, match=r"failed-before-lookup .*\(R40\)"):
+        WriteExecutor(MemoryOperationLedger(), {"put": h}, "p", "run", policy=w.VARIANTS["failed-before-lookup"])
+    for name, policy in w.VARIANTS.items():  # every other variant runs on it
+        if name != "failed-before-lookup":
+            WriteExecutor(MemoryOperationLedger(), {"put": h}, "p", "run", policy=policy)

@@ -11,6 +11,8 @@ from typing import Any
 
 from loopspec.oracle import read_text_input
 
+from .writes.merchant import kills
+
 GOLDEN = Path(__file__).parent / "golden" / "oracle"
 
 
@@ -30,9 +32,9 @@ def _resumed_at(evs: list[dict[str, Any]]) -> int:
 
 
 def test_R46_every_crash_point_resumed_conforms_across_the_restart() -> None:
-    for point in ("after-intent", "after-dispatch-mark", "after-send", "after-result", "after-answer"):
+    for point in ("after-intent", "after-dispatch-mark", "after-send", "after-result", "after-answer", "after-lookup"):
         evs = _run(f"restart-{point}")
-        assert sum(e["type"] == "run_resumed" for e in evs) == 1
+        assert sum(e["type"] == "run_resumed" for e in evs) == len(kills(point))  # after-lookup: two restarts
         assert _verdict(evs) == ("conforms", None, None), point
 
 

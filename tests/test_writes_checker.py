@@ -117,7 +117,44 @@ def test_every_variant_of_the_spec_is_caught_in_some_scope() -> None:
     assert caught == {v.id for v in load_write_spec().variants}
 
 
-@pytest.mark.parametrize("variant", ["record-after-dispatch", "timeout-as-failure", "retry-without-lookup"])
+def test_R43_nothing_is_recorded_between_a_lookup_and_its_answer() -> None:
+    for st in w.OP_STATES:
+        for recovery in (False, True):
+            assert w.before_lookup(st, recovery=recovery) is None  # the correct policy: only the answer is recorded
+            bad = w.before_lookup(st, w.VARIANTS["failed-before-lookup"], recovery=recovery)
+            assert bad == ("reconcile_not_applied" if recovery and st == "unknown" else None)
+    assert w.op_step("unknown", "reconcile_not_applied") == "failed"
+
+
+def test_R43_a_failed_recorded_before_the_lookup_answers_survives_a_crash_and_the_write_is_sent_again() -> None:
+    """The variant's first symptom is the `failed` it records for an applied key (INV-W-LEDGER-TRUTH, 8 steps);
+    its consequence needs the crash between the lookup's question and its answer: the next process finds the key
+    failed and sends it again — a second effect without a record, a blind re-send with one."""
+    script = ["request c1(a)", "record intent", "mark dispatched", "send: applied, answered", "crash", "restart",
+              "recover a: lose_outcome", "lookup a asked; record reconcile_not_applied before its answer",
+              "crash", "restart", "recovered", "record intent", "mark dispatched"]
+    r = explore_writes(SCOPES["lookup"], "failed-before-lookup", only=frozenset({"INV-W-ONE-EFFECT"}))
+    assert r.violation == ["INV-W-ONE-EFFECT"] and r.path == [*script, "send: applied, answered"]
+    r = explore_writes(SCOPES["record"], "failed-before-lookup", only=frozenset({"INV-W-NO-BLIND-REDISPATCH"}))
+    assert r.violation == ["INV-W-NO-BLIND-REDISPATCH"] and r.path == [*script, "send: already applied, answered"]
+    # without the crash at the lookup, the answer overwrites the premature `failed`: nothing is sent again
+    end = replay_labels(SCOPES["lookup"], [*script[:8], "lookup a: applied", "recovered", "answer from ledger"],
+                        "failed-before-lookup")
+    assert summary(end)["operations"] == {"a": "confirmed"} and invariants_violated(end, SCOPES["lookup"]) == []
+    with pytest.raises(ValueError, match="not possible here"):  # the correct policy asks and answers in one step
+        replay_labels(SCOPES["lookup"], script[:8])
+
+
+def test_a_scope_that_cannot_catch_a_variant_says_why_and_indeed_does_not_catch_it() -> None:
+    uncaught = [(n, v) for n in FAST for v in SCOPES[n].uncaught]
+    assert uncaught == [("none", "failed-before-lookup")]  # with `none` nothing is looked up
+    for n, v in uncaught:
+        assert v in w.VARIANTS and v not in SCOPES[n].expected["variants"]
+        assert explore_writes(SCOPES[n], v).violation is None
+
+
+@pytest.mark.parametrize("variant", ["record-after-dispatch", "timeout-as-failure", "retry-without-lookup",
+                                     "failed-before-lookup"])
 def test_without_an_idempotency_record_each_variant_applies_a_write_twice(variant: str) -> None:
     """Their first symptom is a broken rule; with a lookup-only system the consequence is a double effect."""
     r = explore_writes(SCOPES["lookup"], variant, only=frozenset({"INV-W-ONE-EFFECT"}))
@@ -171,5 +208,7 @@ def test_cli_verify_writes_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixt
     assert json.loads((tmp_path / "verify-writes.json").read_text(encoding="utf-8")) == report
     assert main(["verify", "--writes", "--scope", "record", "--mutants"]) == 0  # every variant caught
     capsys.readouterr()
+    assert main(["verify", "--writes", "--scope", "none", "--mutants"]) == 0  # but the one it cannot catch
+    assert "failed-before-lookup]: 9,049 states" in capsys.readouterr().out.split("not caught here, as expected")[0]
     assert main(["verify", "--writes", "--variant", "nope"]) == 2
     assert "no write variant 'nope'" in capsys.readouterr().err

@@ -37,7 +37,10 @@
  * the budget is checked after the tool ran); and those of the write tools, as in the Python example:
  * key-by-call-id (R37: the idempotency key is the call id), retry-without-lookup (R43: an unknown
  * outcome is sent again without a lookup), record-after-dispatch (R39: the dispatch mark is recorded
- * after the send) and timeout-as-failure (R42: a lost answer is answered DEPENDENCY_TEMPORARY).
+ * after the send), timeout-as-failure (R42: a lost answer is answered DEPENDENCY_TEMPORARY) and
+ * failed-before-lookup (R43: recovery is not crash-safe: it records an unknown write failed before its
+ * lookup answers, so a process killed at that lookup, PROTOCOL.md W3, leaves the write failed and the
+ * next process sends it again).
  *
  * stdout carries only protocol messages; logs go to stderr.
  */
@@ -1101,11 +1104,18 @@ public final class LoopspecExecutor {
             return keys;
         }
 
-        void reconcileAll() throws IOException {
+        /** Look up each unknown operation of the run once (R46): in recovery, and at the end of the run. */
+        void reconcileAll(boolean recovery) throws IOException {
             if (BUG.equals("retry-without-lookup")) return;
             for (String key : keysIn("unknown")) {
                 Op op = ledger.ops.get(key);
-                lookup(key, change("id", "", "name", op.tool, "arguments", op.arguments));
+                Map<String, Object> call = change("id", "", "name", op.tool, "arguments", op.arguments);
+                if (recovery && BUG.equals("failed-before-lookup")) {
+                    put(key, "failed", null); // the bug: settled before the answer (a kill at the lookup keeps it)
+                    if (lookup(key, call).equals("unknown")) put(key, "unknown", null);
+                    continue;
+                }
+                lookup(key, call);
             }
         }
 
@@ -1117,7 +1127,7 @@ public final class LoopspecExecutor {
                 if (!BUG.equals("retry-without-lookup")) {
                     ledger.commit(change("t", "all", "run", runId, "from", "dispatched", "to", "unknown"));
                 }
-                reconcileAll();
+                reconcileAll(true);
                 List<Object> results = new ArrayList<>();
                 for (int i = 0; i < calls.size(); i++) {
                     Map<Long, Object> before = ledger.answers.get(runId);
@@ -1131,7 +1141,7 @@ public final class LoopspecExecutor {
                 }
                 // the end of the run (R46): never-sent intents are abandoned, unknown outcomes reconciled once more
                 ledger.commit(change("t", "all", "run", runId, "from", "intent", "to", "failed"));
-                reconcileAll();
+                reconcileAll(false);
                 List<String> unknown = keysIn("unknown", "dispatched");
                 return change("results", results, "status", unknown.isEmpty() ? "COMPLETED" : "TRUNCATED",
                     "stopReason", unknown.isEmpty() ? null : "UNRECONCILED", "unreconciled", unknown);
@@ -1181,9 +1191,13 @@ public final class LoopspecExecutor {
         }
     }
 
-    /** The deliberate bugs: three of the batch, four of the write tools (the broken variants of spec/writes.toml). */
+    /**
+     * The deliberate bugs: three of the batch, five of the write tools (the broken variants of
+     * spec/writes.toml, the last a recovery that is not crash-safe), as in the Python example.
+     */
     static final List<String> BUGS = List.of("replay-reexecutes", "conflict-reuse", "budget-after",
-        "key-by-call-id", "retry-without-lookup", "record-after-dispatch", "timeout-as-failure");
+        "key-by-call-id", "retry-without-lookup", "record-after-dispatch", "timeout-as-failure",
+        "failed-before-lookup");
 
     /** The deliberate bug (--bug NAME), or "" for the correct executor. */
     static String BUG = "";

@@ -17,8 +17,8 @@ through a durable operation ledger (SQLite in the step's ``stateDir``): intent, 
 result, each one transaction (R39, R40); a lost answer is OUTCOME_UNKNOWN (R42) and is reconciled by
 ``tool.lookup`` before anything is sent again (R43); a confirmed key is answered from the ledger
 (R44); a new process on the same state directory recovers the run (R46). ``--bug key-by-call-id``,
-``retry-without-lookup``, ``record-after-dispatch`` and ``timeout-as-failure`` are the broken
-variants of spec/writes.toml; ``failed-before-lookup`` is a recovery that is not crash-safe (R43: it
+``retry-without-lookup``, ``record-after-dispatch``, ``timeout-as-failure`` and ``failed-before-lookup``
+are the broken variants of spec/writes.toml; the last is a recovery that is not crash-safe (R43: it
 records an unknown write failed before its lookup answers, PROTOCOL.md W3).
 
 In concurrent mode (capability ``concurrency``; only batches whose params carry ``concurrency``)

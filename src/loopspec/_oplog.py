@@ -12,7 +12,14 @@
 
 Crash points (``writes.toml [[crash_point]]``): when the environment variable ``LOOPSPEC_CRASH_AT``
 names one, the process kills itself with SIGKILL the first time it gets there — what the crash tests
-use (tests/test_oplog_crash.py); ``crash_hook`` replaces that in process.
+use (tests/test_oplog_crash.py); ``crash_hook`` replaces that in process. ``after-lookup`` is in every
+reconciliation that asks the external system (a request's, the recovery's, the end of the run's): the
+lookup has been asked, its answer is not recorded.
+
+The executor carries out the correct policy and the broken variants of ``writes.toml`` but one:
+``failed-before-lookup`` records W07 before its lookup answers and then overwrites it with the answer
+(`failed → confirmed`, `failed → unknown`), which are not transitions of the machine this ledger enforces
+in every transaction (R40); the model checker and ``examples/python --bug failed-before-lookup`` carry it.
 """
 
 from __future__ import annotations
@@ -317,6 +324,9 @@ class WriteExecutor:
 
     def __post_init__(self) -> None:
         problems = [p for h in self.handlers.values() for p in w.write_tool_problems(h.tool, h.input_schema)]
+        if self.policy.failed_before_lookup:
+            problems.append(f"the variant {self.policy.name} overwrites a recorded `failed` with a lookup's answer, "
+                            "which no transition of writes.toml does: the operation ledger refuses it (R40)")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -455,8 +465,10 @@ class WriteExecutor:
         try:
             applied, result = h.lookup(key, arguments or {})
         except Exception:
+            self.crash_hook("after-lookup")
             self._t(key, "reconcile_unavailable")
             return "unknown"
+        self.crash_hook("after-lookup")  # asked, the answer not recorded: the key is still unknown (R43)
         rec = self._t(key, "reconcile_applied" if applied else "reconcile_not_applied", result=result)
         return rec.state
 

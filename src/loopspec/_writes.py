@@ -7,7 +7,8 @@
 * The **decisions** the engine (:mod:`loopspec._oplog`) and the model checker
   (:mod:`loopspec.checker.writes`) both follow: :func:`on_request` (what a request for a key does,
   given the key's operation state), :func:`on_response` (how the external system's answer is
-  recorded), :func:`on_lookup` (how a reconciliation is recorded), :func:`on_recovery` (what a
+  recorded), :func:`before_lookup` (what is recorded while a lookup is asked and not yet answered:
+  nothing), :func:`on_lookup` (how a reconciliation is recorded), :func:`on_recovery` (what a
   restart does to an operation). A broken variant (``writes.toml [[variant]]``) is a :class:`Policy`
   whose decisions break one rule.
 """
@@ -34,6 +35,7 @@ __all__ = [
     "OpError",
     "Policy",
     "WriteTool",
+    "before_lookup",
     "check_against_spec",
     "idempotency_key",
     "on_lookup",
@@ -170,6 +172,7 @@ class Policy:
     retry_without_lookup: bool = False  # breaks R43
     record_after_dispatch: bool = False  # breaks R39
     timeout_as_failure: bool = False    # breaks R42
+    failed_before_lookup: bool = False  # breaks R43 (a conclusion recorded before the lookup's answer)
 
 
 CORRECT: Final = Policy()
@@ -178,6 +181,7 @@ VARIANTS: Final[Mapping[str, Policy]] = {
     "retry-without-lookup": Policy("retry-without-lookup", retry_without_lookup=True),
     "record-after-dispatch": Policy("record-after-dispatch", record_after_dispatch=True),
     "timeout-as-failure": Policy("timeout-as-failure", timeout_as_failure=True),
+    "failed-before-lookup": Policy("failed-before-lookup", failed_before_lookup=True),
 }
 
 
@@ -205,6 +209,17 @@ def on_response(response: Response, policy: Policy = CORRECT) -> str:
     if response == "rejected":
         return "reject"
     return "reject" if policy.timeout_as_failure else "lose_outcome"
+
+
+def before_lookup(state: str, policy: Policy = CORRECT, *, recovery: bool = False) -> str | None:
+    """The transition recorded for a key in ``state`` while its lookup is asked and not yet answered (``None``:
+    nothing). R43: nothing — only the lookup's answer is recorded (:func:`on_lookup`), so a lookup cut by a crash
+    (crash point ``after-lookup``) leaves the key unknown and the next recovery asks again. The
+    ``failed-before-lookup`` variant records W07 (not applied) in the recovery's reconciliation before the
+    answer comes, and overwrites it with the answer when one comes (the answer's state, whatever the key's)."""
+    if policy.failed_before_lookup and recovery and state == "unknown":
+        return "reconcile_not_applied"
+    return None
 
 
 def on_lookup(result: Lookup) -> str:

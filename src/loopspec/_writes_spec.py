@@ -169,11 +169,12 @@ def parse_write_spec(text: str, path: str = "writes.toml") -> WriteSpec:
     if reached != state_ids:
         raise _err(path, "op_state", "", f"unreachable from the initial state: {sorted(state_ids - reached)}")
 
-    names = {t.name for t in transitions} | {"send", "answer"}
+    names = {t.name for t in transitions} | {"send", "answer", "lookup"}
     crash_points = _items(path, doc, "crash_point", ("after",))
     for c in crash_points:
         if c.fields["after"] not in names:
-            raise _err(path, f"crash_point {c.id}", "after", f"not a transition name, `send` or `answer`: {c.fields['after']!r}")
+            raise _err(path, f"crash_point {c.id}", "after",
+                       f"not a transition name, `send`, `answer` or `lookup`: {c.fields['after']!r}")
     for table in ("code", "stop_reason"):  # one table of codes and stop reasons: loop.toml's
         if table in doc:
             raise _err(path, table, "", f"section 6's {table}s are in loop.toml's [[{table}]] table, not here")

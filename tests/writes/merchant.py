@@ -78,6 +78,18 @@ class Remote:
             db.close()
 
 
+def kills(point: str) -> list[str]:
+    """The crash points at which successive processes of a run are killed to test ``point`` (``name`` or
+    ``name@N``, LOOPSPEC_CRASH_AT). A process asks a lookup only for an outcome it does not know, so to be killed
+    at ``after-lookup`` a run is first killed after its send; the next process's recovery looks the key up and is
+    killed there, before the answer is recorded (``after-lookup@2``: the process after it too, at the same lookup
+    asked again, R43)."""
+    name, _, nth = point.partition("@")
+    if name == "after-lookup":
+        return ["after-send"] + ["after-lookup"] * (int(nth) if nth else 1)
+    return [point]
+
+
 def executor(ops: str | Path, remote: Remote, mode: str, **kw: Any) -> WriteExecutor:
     tool = WriteTool("create_order", ("order_ref",), reconcile=mode)  # type: ignore[arg-type]
     handler = WriteHandler(tool, remote.send, remote.lookup, SCHEMA)

@@ -11,6 +11,14 @@ run), how the external system answers each send (applied and answered, applied a
 lost before it applied, rejected definitely; with an idempotency record a key already applied is not
 applied again) and whether a lookup is unavailable (at most ``outages`` times).
 
+A lookup is a question and an answer. When the policy records nothing between them (:func:`loopspec._writes.
+before_lookup`: the correct policy, R43) the two are one step: asking changes nothing durable and nothing in the
+external system, so a crash after the question reaches exactly the state a crash before it does, and the step in
+between would only add states that differ in the volatile position. When the policy records something before
+the answer (the ``failed-before-lookup`` variant), the question is a step of its own — ``lookup K asked; record
+T before its answer`` — and the process may crash after it, before the answer (the crash point
+``after-lookup``); the answer then records its own state over whatever was recorded (``lookup K: applied``).
+
 Ghost state, which no implementation can see, makes the invariants of ``writes.toml`` checkable:
 the number of remote effects per business key; the keys whose last send has an outcome the
 application does not know; and, at each send, whether its operation was durably ``dispatched`` and
@@ -46,6 +54,8 @@ class Scope:
     outages: int = 1
     slow: bool = False
     expected: dict[str, Any] = field(default_factory=dict)
+    #: variant -> why this scope cannot catch it (``[scope.NAME.uncaught]``)
+    uncaught: dict[str, str] = field(default_factory=dict)
 
 
 class WState(NamedTuple):
@@ -117,12 +127,26 @@ def initial(sc: Scope) -> WState:
 
 
 def _lookups(s: WState, ak: str, tk: str) -> Iterator[tuple[str, WState]]:
-    """The environment's answers to a lookup of ``ak``: the external system's truth, or unavailable."""
+    """The environment's answers to a lookup of ``ak`` (asked while the key was unknown): the external system's
+    truth, or unavailable. The answer's transition is recorded from ``unknown``, over anything a broken policy
+    recorded while the lookup was asked (for the correct policy the key is still unknown: the same state)."""
     truth: w.Lookup = "applied" if ak in s.remote else "not_applied"
     yield truth, s._replace(ops=_set_op(s, ak, tk, w.op_step("unknown", w.on_lookup(truth))),
                             unresolved=s.unresolved - {tk})
     if s.outages_left > 0:
-        yield "unavailable", s._replace(outages_left=s.outages_left - 1)
+        yield "unavailable", s._replace(ops=_set_op(s, ak, tk, w.op_step("unknown", w.on_lookup("unavailable"))),
+                                        outages_left=s.outages_left - 1)
+
+
+def _ask(s: WState, ak: str, tk: str, policy: w.Policy, *, recovery: bool,
+         asked: tuple[Any, ...]) -> tuple[str, WState] | None:
+    """The question of a lookup of unknown ``ak`` as a step of its own, when the policy records something before
+    the answer (then the process is at ``asked``, where it may crash); ``None`` when it records nothing."""
+    pre = w.before_lookup("unknown", policy, recovery=recovery)
+    if pre is None:
+        return None
+    return (f"lookup {ak} asked; record {pre} before its answer",
+            s._replace(ops=_set_op(s, ak, tk, w.op_step("unknown", pre)), pc=asked))
 
 
 def successors(s: WState, sc: Scope, policy: w.Policy) -> Iterator[tuple[str, WState]]:
@@ -145,6 +169,9 @@ def successors(s: WState, sc: Scope, policy: w.Policy) -> Iterator[tuple[str, WS
                 return
         for ak, tk, st in s.ops:
             if st == "unknown" and ak not in done and sc.reconcile != "none" and not policy.retry_without_lookup:
+                if ask := _ask(s, ak, tk, policy, recovery=then == "idle", asked=("reconcile_asked", done, then, ak, tk)):
+                    yield ask
+                    return
                 for res, n in _lookups(s, ak, tk):
                     yield f"lookup {ak}: {res}", n._replace(pc=("reconcile", (*done, ak), then))
                 return
@@ -154,6 +181,11 @@ def successors(s: WState, sc: Scope, policy: w.Policy) -> Iterator[tuple[str, WS
             unknown = tuple(sorted(ak for ak, _t, st in s.ops if st == "unknown"))
             yield ("finish COMPLETED" if not unknown else "finish UNRECONCILED",
                    s._replace(pc=("done", "UNRECONCILED" if unknown else "COMPLETED", unknown)))
+        return
+    if kind == "reconcile_asked":  # a recovery's or the end's lookup asked, its answer not yet recorded
+        done, then, ak, tk = pc[1:]
+        for res, n in _lookups(s, ak, tk):
+            yield f"lookup {ak}: {res}", n._replace(pc=("reconcile", (*done, ak), then))
         return
     if kind == "idle":
         i = len(s.answers)
@@ -194,7 +226,10 @@ def successors(s: WState, sc: Scope, policy: w.Policy) -> Iterator[tuple[str, WS
     if kind == "answer":
         yield f"answer {pc[2]}", s._replace(answers=(*s.answers, pc[2]), pc=("idle",))
         return
-    if kind == "lookup":  # a request's own reconciliation (R42: before anything else happens to it)
+    if kind in ("lookup", "lookup_asked"):  # a request's own reconciliation (R42: before anything else happens to it)
+        if kind == "lookup" and (ask := _ask(s, ak, tk, policy, recovery=False, asked=("lookup_asked", i))):
+            yield ask
+            return
         for res, n in _lookups(s, ak, tk):
             yield f"lookup {ak}: {res}", n._replace(pc=("answer", i, w.OUTCOME_UNKNOWN) if res == "unavailable"
                                                     else ("idle",))
@@ -335,7 +370,8 @@ def main() -> None:  # pragma: no cover - a helper for updating writes-bounds.to
         print(name, r.figures(), r.violation)
         for v in w.VARIANTS:
             x = explore_writes(sc, v)
-            print(f"  {v} = {{ violated = {x.violation}, length = {len(x.path or [])} }}")
+            print(f"  {v} = {{ violated = {x.violation}, length = {len(x.path or [])} }}"
+                  + (f"  # uncaught: {sc.uncaught[v]}" if v in sc.uncaught else ""))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -387,9 +387,12 @@ def _writes(args: argparse.Namespace) -> int:
             want = {k: x for k, x in sc.expected.items() if k != "variants"}
             row: dict[str, Json] = {"scope": sc.name, "variant": v, **r.figures(), "violated": r.violation,
                                     "counterexample": r.path}
+            uncaught = sc.uncaught.get(v) if args.mutants else None
             if v == "correct":
                 row["matchesExpected"] = r.figures() == want if want else None
                 failed |= r.violation is not None
+            elif uncaught is not None:  # [scope.NAME.uncaught]: this scope cannot catch it, and says why
+                row["uncaught"] = uncaught
             else:
                 failed |= r.violation is None if args.mutants else r.violation is not None
             rows.append(row)
@@ -397,7 +400,8 @@ def _writes(args: argparse.Namespace) -> int:
                    f"{r.transitions:,} transitions, {r.terminal:,} terminal"
             if r.violation is None:
                 lines.append(f"{head}: every invariant of section 6 holds"
-                             + ("" if v == "correct" else " (the variant was NOT caught)"))
+                             + ("" if v == "correct" else f" (not caught here, as expected: {uncaught})" if uncaught
+                                else " (the variant was NOT caught)"))
                 if row.get("matchesExpected") is False:
                     lines.append(f"  note: the committed figures of [scope.{sc.name}.expected] are {want}")
             else:
