@@ -18,8 +18,8 @@ from loopspec._judge import TraceError, judge
 from loopspec.fuzz import replay
 from loopspec.fuzz._adapter import ImplFactory
 from loopspec.fuzz._campaign import Campaign
-from loopspec.fuzz._model import _step_problem, load_case
-from loopspec.fuzz._reduce import step_candidates
+from loopspec.fuzz._model import Finding, _step_problem, load_case
+from loopspec.fuzz._reduce import step_candidates, trim_unused
 from loopspec.fuzz._rpc import ProtocolFailure
 from loopspec.fuzz._writes_gen import WritesGenerator, writes_tools
 from loopspec.fuzz._writes_harness import run_writes_step
@@ -202,6 +202,36 @@ def test_reduction_candidates_keep_the_key_arguments() -> None:
         assert all("order" in c["arguments"] for c in cand["calls"])
     # crashes at lookups shrink towards none, one at a time (PROTOCOL.md W5)
     assert [c["crashes"] for c in cands if c.get("crashes") != [2, 3]] == [[3], [2]]
+
+
+def test_reduction_halves_calls_scripts_and_budgets_first() -> None:
+    """PROTOCOL.md W5: a writes step's calls and script lose halves before single entries, and its budget is
+    halved before it is lowered by one (each candidate taken is a run, often with a restart: a new process)."""
+    st = wstep(["A", "B", "C", "A"], [{"value": 1}, {"lose": "applied"}, {"value": 2}, {"value": 3}], budget=9)
+    cands = step_candidates(st)
+    lens = [len(c["calls"]) for c in cands if c["calls"] != st["calls"]]
+    assert lens[:2] == [2, 2] and set(lens[2:]) == {3}
+    scripts = [len(c["script"]) for c in cands if c["calls"] == st["calls"] and c["script"] != st["script"]]
+    assert scripts[:2] == [2, 2] and set(scripts[2:]) == {3}
+    assert [c["config"]["budget"] for c in cands if c["config"]["budget"] != 9] == [4, 8]
+
+
+def test_what_a_run_never_reached_is_trimmed_without_a_run() -> None:
+    """Script entries past the last dispatch and crashes past the last lookup are read by index by the harness
+    (PROTOCOL.md W2, W3): the trimmed step gives the same run, so the re-judged trace is what a run of it gives."""
+    bug = "failed-before-lookup"
+    big = wstep(["A"], [{"restart": "applied"}, {"value": 1}, {"fail": "INTERNAL_ERROR"}], crashes=[1, 3, 4])
+    trace = run(bug, big)
+    f = Finding(judge(trace), [big], [trace])
+    assert f.rule == "R43"
+    small = trim_unused(f, judge)
+    assert small.rule == "R43" and small.size < f.size
+    # two dispatches reached (the send, and the re-send after the cut lookup), two lookups
+    assert small.steps[0]["script"] == big["script"][:2] and small.steps[0]["crashes"] == [1]
+    again = run(bug, small.steps[0])
+    assert again == small.traces[0]  # exactly the run of the trimmed step
+    assert trim_unused(small, judge) is small
+    assert trim_unused(Finding(judge(again), [small.steps[0]], [again]), judge).steps == small.steps
 
 
 def test_generated_steps_are_replayable_and_deterministic() -> None:

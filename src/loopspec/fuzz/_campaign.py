@@ -357,7 +357,8 @@ class Explorer:
     def reduce(self, f: Finding) -> Finding:
         """Minimize on the live process, re-check in a fresh one (with the history that explains it
         when it needs one), then name what the reduced case shows: a late message of the step before,
-        or state carried over between runs (R5)."""
+        or state carried over between runs (R5). A writes finding is minimized first and re-checked
+        after (:meth:`_live_first`), the usual way only when the reduced case does not reproduce."""
         deadline = time.monotonic() + self.s.shrink_seconds
         rule = f.rule
         hang = rule == "P2"
@@ -372,6 +373,9 @@ class Explorer:
                                            shrunk=True)
             return None
 
+        quick = self._live_first(f, deadline, runs) if self.s.mode == "writes" and not hang else None
+        if quick is not None:
+            return self._named(quick)
         self.stats.reduce_runs += 1
         rr_alone = replay_case({"steps": f.steps}, self.factory, profile=self.s.profile)
         alone = as_finding(rr_alone, f.steps, rule)  # the example's own steps, in a fresh process
@@ -390,11 +394,31 @@ class Explorer:
             small, _ = minimize(whole, fresh, deadline=deadline, max_runs=runs // 2)
             best = dataclasses.replace(small, reproduced=True)
         else:
-            small, _ = minimize(alone, self._live_check(rule), deadline=deadline, max_runs=runs)
+            small, _ = minimize(alone, self._live_check(rule), deadline=deadline, max_runs=runs,
+                                judge_fn=lambda t: judge(t, profile=self.s.profile))  # re-checked fresh below
             again = fresh(small.steps) if small is not alone else alone
             if again is None:  # the live process's state helped: reduce in fresh processes instead
                 again, _ = minimize(alone, fresh, deadline=deadline, max_runs=runs // 2)
             best = dataclasses.replace(again, reproduced=True)
+        return self._named(best)
+
+    def _live_first(self, f: Finding, deadline: float, runs: int) -> Finding | None:
+        """A writes finding (each run of it restarts processes, the costly part) minimized on the live process
+        straight away, and the reduced case replayed in a fresh process as :func:`replay_case` replays a case
+        (with the grace for a late message): the replay of the whole example in a fresh process that
+        :meth:`reduce` starts with is left out when the reduced case reproduces. None when it does not: then
+        :meth:`reduce` takes its usual way (the example alone, its history, fresh processes)."""
+        small, _ = minimize(f, self._live_check(f.rule), deadline=deadline, max_runs=runs,
+                            judge_fn=lambda t: judge(t, profile=self.s.profile))
+        self.stats.reduce_runs += 1
+        rr = replay_case({"steps": small.steps}, self.factory, profile=self.s.profile)
+        again = as_finding(rr, small.steps, f.rule)
+        return dataclasses.replace(again, reproduced=True) if again is not None else None
+
+    def _named(self, best: Finding) -> Finding:
+        """A reduced, reproduced finding, named by what it shows: a re-send without lookup (R43) rather than a
+        mark not durable (R39), a late message of the step before, or state carried over between runs (R5)."""
+        rule = best.rule
         best.shrunk = True
         if rule == "R39" and best.kind == "resent-after-restart":
             blind = self._without_restart(best)
@@ -409,7 +433,6 @@ class Explorer:
             if alone.ok:
                 return carried_over(best)
         return best
-
 
     def _without_restart(self, f: Finding) -> Finding | None:
         """A blind re-send after a restart (R39) has two possible causes: the dispatch mark was not durable

@@ -15,6 +15,7 @@ re-run against a live implementation — never decided from the data alone:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -193,7 +194,9 @@ def _writes_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
     calls = step.get("calls", [])
     script = step.get("script", [])
     outages = step.get("outages", [])
-    out = [{**step, "calls": _drop(calls, j)} for j in range(len(calls))]
+    out = [{**step, "calls": new} for new in _chunk_drops(calls)]  # halves first: most cases need 1-2 calls
+    out += [{**step, "calls": _drop(calls, j)} for j in range(len(calls))]
+    out += [{**step, "script": new} for new in _chunk_drops(script)]
     out += [{**step, "script": _drop(script, j)} for j in range(len(script))]
     out += [{**step, "outages": _drop(outages, j)} for j in range(len(outages))]
     crashes = step.get("crashes", [])
@@ -202,12 +205,65 @@ def _writes_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
             for j, e in enumerate(script) if isinstance(e, dict) and "restart" in e]
     budget = cfg.get("budget")
     if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
+        if budget // 2 < budget - 1:  # halved first: a budget comes down in log steps, each a run
+            out.append({**step, "config": {**cfg, "budget": budget // 2}})
         out.append({**step, "config": {**cfg, "budget": budget - 1}})
     used = {c.get("name") for c in calls if isinstance(c, dict)}
     tools = cfg["tools"]
     out += [{**step, "config": {**cfg, "tools": _drop(tools, j)}}
             for j in range(len(tools)) if tools[j]["name"] not in used and len(tools) > 1]
     return out
+
+
+def _chunk_drops(seq: Sequence[Any]) -> list[list[Any]]:
+    """``seq`` without one chunk of at least two entries: halves, then quarters, ... (ddmin)."""
+    out = []
+    size = len(seq) // 2
+    while size >= 2:
+        out += [[*seq[:i], *seq[i + size:]] for i in range(0, len(seq), size) if len(seq) - i >= 2]
+        size //= 2
+    return out
+
+
+def trim_unused(f: Finding, judge_fn: Callable[[dict[str, Json]], Verdict]) -> Finding:
+    """``f`` without the parts of its writes steps the run never reached: script entries past the last
+    dispatch, crashes and outages past the last lookup (PROTOCOL.md W2, W3). The harness reads them by
+    index, so the same run gives the same trace but for the environment it records; the trace is re-judged
+    (no process runs) and the trimmed finding kept only if it fails with the same rule. The case is still
+    re-checked in a fresh process like any reduced case."""
+    steps, traces = [dict(s) for s in f.steps], [dict(t) for t in f.traces]
+    changed = False
+    for st, tr in zip(steps, traces, strict=False):
+        if st.get("kind") != "writes" or not isinstance(tr.get("events"), list):
+            continue
+        evs = tr["events"]
+        if not evs or not isinstance(evs[-1], dict) or evs[-1].get("type") != "response":
+            continue  # a run cut short (protocol failure, failed start): leave it to the runs
+        k = sum(1 for e in evs if isinstance(e, dict) and e.get("type") == "execute")
+        n = sum(1 for e in evs if isinstance(e, dict) and e.get("type") == "lookup")
+        script, outages, crashes = st.get("script", []), st.get("outages", []), st.get("crashes")
+        if not (isinstance(script, list) and isinstance(outages, list) and isinstance(crashes, list | None)):
+            continue
+        new_out = [x for x in outages if not (isinstance(x, int) and x > n)]
+        new_cr = [x for x in crashes or [] if not (isinstance(x, int) and x > n)]
+        if len(script) <= k and new_out == outages and new_cr == (crashes or []):
+            continue
+        changed = True
+        st["script"] = script[:k]
+        st["outages"] = new_out
+        if crashes is not None:
+            st["crashes"] = new_cr
+        env: dict[str, Json] = {"outages": list(new_out)}
+        if new_cr:
+            env["crashes"] = list(new_cr)
+        tr["environment"] = env  # as the harness records a step's (run_writes_step)
+    if not changed:
+        return f
+    v = judge_fn(traces[-1])
+    if v.violation is None or v.violation.rule != f.rule or not all(judge_fn(t).ok for t in traces[:-1]):
+        return f
+    trimmed = dataclasses.replace(f, verdict=v, steps=steps, traces=traces)
+    return trimmed if trimmed.size < f.size else f
 
 
 def candidates(steps: list[dict[str, Json]]) -> list[list[dict[str, Json]]]:
@@ -228,22 +284,37 @@ def candidates(steps: list[dict[str, Json]]) -> list[list[dict[str, Json]]]:
     return out
 
 
-def minimize(finding: Finding, check: Check, *, deadline: float, max_runs: int = 600) -> tuple[Finding, int]:
+def minimize(finding: Finding, check: Check, *, deadline: float, max_runs: int = 600,
+             judge_fn: Callable[[dict[str, Json]], Verdict] | None = None) -> tuple[Finding, int]:
     """Greedy delta debugging: take the first candidate that is smaller and still fails with the
     same rule (as ``check`` says, running it), until no candidate is, the deadline passes or
-    ``max_runs`` runs were made. Returns the smallest finding and the number of runs."""
-    best = finding
+    ``max_runs`` runs were made. Returns the smallest finding and the number of runs.
+
+    A case of writes steps (each candidate run may restart the implementation, a new process: the
+    costly part) is reduced in passes that go on from the candidate taken instead of starting over, so
+    a candidate that failed to reproduce is not run again before the others had their turn; it ends
+    after a whole pass takes none, so the result is as minimal as before. With ``judge_fn``, what a
+    writes step's run never reached is dropped without a run (:func:`trim_unused`)."""
+    writes = bool(finding.steps) and all(s.get("kind") == "writes" for s in finding.steps)
+    trim = (lambda f: trim_unused(f, judge_fn)) if writes and judge_fn is not None else (lambda f: f)
+    best = trim(finding)
     runs = 0
+    start = 0
     improved = True
     while improved and runs < max_runs and time.monotonic() < deadline:
         improved = False
-        for cand in candidates(best.steps):
+        cands = candidates(best.steps)
+        if writes and cands:
+            start %= len(cands)
+            cands = cands[start:] + cands[:start]
+        for n, cand in enumerate(cands):
             if runs >= max_runs or time.monotonic() >= deadline:
                 break
             runs += 1
             found = check(cand)
             if found is not None and found.rule == best.rule and found.size < best.size:
-                best = found
+                best = trim(found)
                 improved = True
+                start = (start + n) % len(cands)
                 break
     return best, runs
