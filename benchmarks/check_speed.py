@@ -48,11 +48,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopspec import _safejson
-from loopspec._judge import default_spec
+from loopspec.judge.verdict import default_spec
 from loopspec.oracle import _json
 from loopspec.oracle._stream import LedgerStream
 from loopspec.oracle.corpus import template_runs, write_corpus
+from loopspec.support import safejson
 
 
 def parse_only(path: Path) -> int:
@@ -125,7 +125,7 @@ class _Skeleton:
 
 
 def skeleton(path: Path) -> int:
-    loads = _safejson.fast_loader()  # the oracle's own parse, with the loader's limits
+    loads = safejson.fast_loader()  # the oracle's own parse, with the loader's limits
     runs: dict[object, _Skeleton] = {}
     n = 0
     with path.open("rb") as fh:
@@ -148,7 +148,7 @@ def skeleton(path: Path) -> int:
 
 def safe_parse_only(path: Path) -> int:
     """Read and parse every line with the oracle's own loader (its limits checked), nothing else."""
-    return _parse_lines(path, _safejson.fast_loader())
+    return _parse_lines(path, safejson.fast_loader())
 
 
 @contextlib.contextmanager
@@ -157,7 +157,7 @@ def _without(replay: bool, setup: bool) -> Iterator[None]:
     (``RunChecker.__init__``: configuration, core state, compiled groups) replaced by the least that keeps
     the read loop going (seq, event count, the terminal event ends the run): what remains is what those
     stages do not cost. For measuring only."""
-    from loopspec._core import RunState
+    from loopspec.core.rules import RunState
     from loopspec.oracle._ledger import Checks, RunChecker, cached_run_config
 
     feed, init = RunChecker.feed, RunChecker.__init__

@@ -110,10 +110,10 @@ def watch(cmd: list[str], out: Path, timeout: float) -> dict[str, Any]:
 
 
 def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path) -> dict[str, Any]:
-    from loopspec._judge import judge
     from loopspec.fuzz._adapter import ImplFactory
     from loopspec.fuzz._harness import run_step
     from loopspec.fuzz._writes_harness import run_writes_step
+    from loopspec.judge.trace import judge
 
     t0 = time.perf_counter()
     rng = random.Random(seed)

@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONHASHSEED": "0"}
 sys.path.insert(0, str(ROOT / "src"))
 
-from loopspec._text import write_atomic  # noqa: E402
 from loopspec.frameworks import FRAMEWORKS, PACKAGES, framework_version, installed, resolve  # noqa: E402
 from loopspec.frameworks._risks import CONSEQUENCES, rank_risks  # noqa: E402
+from loopspec.support.text import write_atomic  # noqa: E402
 
 #: --from-build: assemble the page from the reports a previous run left in build/frameworks/ (no campaign)
 REUSE = False
@@ -69,12 +69,12 @@ LOOP_ONLY = {"recursion_limit", "max_iterations", "early_stopping_method", "refl
 def probes(names: list[str], out: Path) -> dict[str, list[dict]]:
     """Run every probe (loopspec.frameworks._probes) on each framework, judged like a strict campaign's finding:
     framework -> the report entries (rule, kind, status, explanation, case) of the probes that diverge."""
-    from loopspec._judge import judge
     from loopspec.frameworks._probes import PROBES
     from loopspec.fuzz._adapter import ImplFactory, InProcessImpl
     from loopspec.fuzz._harness import run_step
     from loopspec.fuzz._model import CampaignResult, Finding
     from loopspec.fuzz._report import report_data
+    from loopspec.judge.trace import judge
 
     out.mkdir(parents=True, exist_ok=True)
     stats = {"examples": 0, "steps": 0, "executionsObserved": 0, "seconds": 0.0}

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loopspec.fuzz._adapter import InProcessImpl, ReferenceExecutor
+from loopspec.fuzz._adapter import InProcessImpl
 from loopspec.fuzz._harness import run_batch_step
+from loopspec.protocol.executor import ReferenceExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "python" / "executor.py"

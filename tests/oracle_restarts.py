@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from loopspec._oplog import CRASH_ENV
-from loopspec._writes_spec import load_write_spec
+from loopspec.engine.oplog import CRASH_ENV
+from loopspec.spec.writes import load_write_spec
 from tests.writes.merchant import kills
 
 CHILD = Path(__file__).resolve().parent / "writes" / "loop_child.py"

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from loopspec.fuzz import Executor
-from loopspec.fuzz._adapter import serve_stdio
+from loopspec.protocol.executor import serve_stdio
 
 Json = Any
 

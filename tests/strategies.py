@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from loopspec import Tool, ToolContext, ToolFailure
-from loopspec._core import FAILURE_CATEGORIES
+from loopspec.core.rules import FAILURE_CATEGORIES
 from loopspec.fuzz import _strategies as _fuzz
 
 ID_POOL = ("a", "b", "c")

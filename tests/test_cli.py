@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from loopspec._spec import default_spec_path
 from loopspec.cli import main
 from loopspec.frameworks import installed
+from loopspec.spec.base import default_spec_path
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "oracle"
 
@@ -120,7 +120,7 @@ def test_vectors_pass_and_a_broken_vector_file_is_exit_1_or_2(tmp_path: Path) ->
 def test_vectors_run_the_loop_vectors_too_with_section_6s_writes(tmp_path: Path) -> None:
     """`loopspec vectors --loop` (or a loop vector file, told by its format) runs the loop vectors, whose write-tool
     cases cover OUTCOME_UNKNOWN (R42, T34) and UNRECONCILED (R46, T35)."""
-    from loopspec._vectors import conformance_dir
+    from loopspec.engine.vectors import conformance_dir
 
     r = loopspec("vectors", "--loop", "--case", "loop-write-outcome-unknown-is-an-answer",
                  "--case", "loop-write-outcome-unknown-aborts-in-abort-mode")

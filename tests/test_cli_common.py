@@ -9,20 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from loopspec._spec import (
-    SpecError,
-    default_spec,
-    default_spec_path,
-    load_rules,
-    shipped_spec_path,
-    using_spec,
-)
 from loopspec.cli._common import (
     add_format_option,
     add_progress_option,
     add_spec_option,
     progress_line,
 )
+from loopspec.spec.base import SpecError, default_spec_path, shipped_spec_path
+from loopspec.spec.loader import default_spec, load_rules, using_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 

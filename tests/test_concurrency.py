@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from loopspec import CancelToken, Limits, Tool, ToolFailure, arun_batch, arun_loop, run_batch, run_loop
-from loopspec._core import ToolDefinitionError, overlaps, tool_overlaps, violated_invariants
+from loopspec.core.rules import ToolDefinitionError, overlaps, tool_overlaps, violated_invariants
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 READ_ONLY = {"readOnlyHint": True}

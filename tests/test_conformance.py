@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from loopspec import load_rules
-from loopspec._vectors import (
+from loopspec.engine.vectors import (
     conformance_dir,
     load_batch_vectors,
     load_concurrent_vectors,

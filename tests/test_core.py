@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from loopspec import load_spec
-from loopspec._core import (
+from loopspec.core.rules import (
     EXECUTE,
     GUARDS,
     REJECT,

@@ -33,8 +33,8 @@ def crosshair(*targets: str, timeout: float, cwd: Path | None = None) -> subproc
 
 #: The core's contract-bearing functions. `well_formed` takes `object` parameters, which CrossHair
 #: explores by instantiating arbitrary classes (and can crash inside them); it is checked through
-#: the typed wrapper `loopspec._contracts.well_formed_call` instead.
-CORE_TARGETS = [f"loopspec._core.{f}" for f in (
+#: the typed wrapper `loopspec.core.contracts.well_formed_call` instead.
+CORE_TARGETS = [f"loopspec.core.rules.{f}" for f in (
     "blank", "arguments_valid", "classify_binding", "decide", "escalates", "within", "overlaps")]
 
 
@@ -45,7 +45,7 @@ def test_core_contracts_hold() -> None:
 
 
 def test_whole_batch_contracts_hold() -> None:
-    r = crosshair("loopspec._contracts", timeout=12)
+    r = crosshair("loopspec.core.contracts", timeout=12)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "error:" not in r.stdout
 

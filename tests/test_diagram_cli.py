@@ -124,7 +124,7 @@ def test_usage_errors(tmp_path, capsys) -> None:
 
 
 def test_custom_spec_file(tmp_path) -> None:
-    from loopspec._spec import default_spec_path
+    from loopspec.spec.base import default_spec_path
 
     spec = tmp_path / "my.toml"
     spec.write_text(default_spec_path().read_text(encoding="utf-8").replace('spec_version = "1.1.0"',

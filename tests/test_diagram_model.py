@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from loopspec import load_rules, load_spec
-from loopspec._core import decide
+from loopspec.core.rules import decide
 from loopspec.render.model import (
     CHECK_GROUPS,
     extract_check_flow,

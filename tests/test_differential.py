@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopspec import Limits, Tool, ToolContext, ToolFailure, run_loop
-from loopspec._core import Outcome, RunConfig, RunState, drive, violated_invariants
+from loopspec.core.rules import Outcome, RunConfig, RunState, drive, violated_invariants
 from tests.strategies import KNOWN_TOOLS, TEXT_SCHEMA, calls
 
 responses = st.one_of(
@@ -75,7 +75,7 @@ def via_engine(sc: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def via_reference(sc: dict[str, Any]) -> tuple[Any, ...]:
-    from loopspec._core import parse_schema
+    from loopspec.core.rules import parse_schema
 
     cfg = RunConfig(schemas={n: parse_schema(TEXT_SCHEMA) for n in KNOWN_TOOLS}, limits=sc["limits"],
                     mode=sc["mode"], on_limit=sc["on_limit"])

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from loopspec._judge import judge
 from loopspec.frameworks import installed, resolve
 from loopspec.fuzz import Executor, fuzz
 from loopspec.fuzz._adapter import InProcessImpl
 from loopspec.fuzz._generate import all_orders
 from loopspec.fuzz._harness import run_step
+from loopspec.judge.trace import judge
 
 Json = Any
 

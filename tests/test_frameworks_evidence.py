@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from loopspec._spec import SpecError, load_spec, parse_spec
+from loopspec.spec.base import SpecError
+from loopspec.spec.loader import load_spec, parse_spec
 
 
 def _norm(text: str) -> str:

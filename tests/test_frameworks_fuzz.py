@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from loopspec._judge import judge
-from loopspec._spec import load_spec
 from loopspec.frameworks import FRAMEWORKS, PACKAGES, framework_version, installed, resolve
 from loopspec.fuzz import fuzz
 from loopspec.fuzz._adapter import ImplFactory, InProcessImpl
 from loopspec.fuzz._harness import run_step
+from loopspec.judge.trace import judge
+from loopspec.spec.loader import load_spec
 
 #: deviations from their own profile that the campaigns below are known to find (docs/frameworks.md)
 #: (whether a 15-example campaign meets one depends on the string-hash seed; finding it is allowed, not required)
@@ -248,7 +248,7 @@ def test_impl_names_resolve_or_explain() -> None:
     assert resolve("python3 examples/python/executor.py") is None
     from loopspec.fuzz import ReferenceExecutor
 
-    assert resolve("loopspec.fuzz._adapter:ReferenceExecutor") is ReferenceExecutor
+    assert resolve("loopspec.protocol.executor:ReferenceExecutor") is ReferenceExecutor
 
 
 def test_frameworks_page_reports_the_versions_ci_installs() -> None:
@@ -284,7 +284,7 @@ def test_R15_what_the_model_is_shown_for_a_failing_tool(name: str) -> None:
     exception's text (profile: exception-text);
     pydantic-ai and the Agents SDK show their own text, never the exception's; ADK never shows it (in continue
     mode the application's on_tool_error_callback answers a fixed text of its own)."""
-    from loopspec._judge import shows_canary
+    from loopspec.judge.verdict import shows_canary
 
     _need(name)
     trace = _run(name, R15_STEP)
@@ -342,7 +342,7 @@ def test_R28_langgraph_loses_a_final_answer_at_an_odd_recursion_limit() -> None:
 @pytest.mark.frameworks
 def test_R15_langgraph_a_fixed_error_text_hides_the_exception() -> None:
     """handle_tool_errors = a fixed string: the model sees that string, never the exception's canary."""
-    from loopspec._judge import shows_canary
+    from loopspec.judge.verdict import shows_canary
 
     _need("langgraph")
     trace = run_step(InProcessImpl(resolve("langgraph[handle_tool_errors=text]")()), R15_STEP)
@@ -360,7 +360,7 @@ def test_a_campaign_without_the_id_binding_choice_finds_the_re_execution(name: s
     10 seeds for both frameworks (seeds 1-10, 100 examples, about 6 s a campaign); this runs 3 of them."""
     import tempfile
 
-    from loopspec._profiles import params_for
+    from loopspec.core.profiles import params_for
 
     _need(name)
     spec = load_spec()

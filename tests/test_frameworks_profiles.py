@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from loopspec._judge import TRACE_FORMAT, judge
-from loopspec._profiles import params_for
-from loopspec._spec import SpecError, load_spec, parse_spec
+from loopspec.core.profiles import params_for
+from loopspec.judge.trace import judge
+from loopspec.judge.verdict import TRACE_FORMAT
+from loopspec.spec.base import SpecError
+from loopspec.spec.loader import load_spec, parse_spec
 
 SPEC_TEXT = load_spec().path
 
@@ -332,7 +334,7 @@ def test_R15_error_text_accepts_a_frameworks_own_text_never_a_canary_unless_exce
     """R15 / error_text: the framework's own text in an error answer is a design choice (framework-text);
     the tool exception's canary in it is R15's divergence, except under exception-text (LangGraph's
     handle_tool_errors=True)."""
-    from loopspec._judge import CANARY_PREFIX
+    from loopspec.judge.verdict import CANARY_PREFIX
 
     failed = {"status": "error", "category": "INTERNAL_ERROR"}
 

@@ -13,12 +13,13 @@ import jsonschema
 import pytest
 
 from loopspec import ToolFailure
-from loopspec._spec import load_spec
 from loopspec.cli import main
 from loopspec.fuzz import Executor, fuzz, replay
-from loopspec.fuzz._adapter import ImplFactory, ReferenceExecutor
+from loopspec.fuzz._adapter import ImplFactory
 from loopspec.fuzz._campaign import Campaign
 from loopspec.fuzz._model import load_case
+from loopspec.protocol.executor import ReferenceExecutor
+from loopspec.spec.loader import load_spec
 from tests.fuzz_helpers import ROOT, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
@@ -183,7 +184,7 @@ def test_a_P2_says_what_the_process_did_while_it_was_waited_for(behaviour: str, 
     import subprocess
 
     from loopspec.fuzz._adapter import ProcessImpl
-    from loopspec.fuzz._rpc import ProtocolFailure
+    from loopspec.protocol.rpc import ProtocolFailure
 
     proc = subprocess.Popen([sys.executable, "-c", _SPIN, behaviour], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, bufsize=0)
@@ -205,7 +206,7 @@ def test_a_P2_says_what_the_process_did_while_it_was_waited_for(behaviour: str, 
 
 
 def test_waited_for_names_the_share_of_a_core() -> None:
-    from loopspec.fuzz._rpc import waited_for
+    from loopspec.protocol.rpc import waited_for
 
     assert waited_for(10.0, 0, None) == "in those 10.0 s it sent 0 request(s)"
     assert waited_for(10.0, 2, (6.0, None), 0.25) == ("in those 10.0 s it sent 2 request(s), the last 0.2 s in and used "

@@ -67,7 +67,7 @@ def test_the_coverage_file_is_what_diagram_draws(tmp_path: Path, capsys: pytest.
 def _spec_copy(tmp_path: Path) -> Path:
     import shutil
 
-    from loopspec._spec import shipped_spec_path
+    from loopspec.spec.base import shipped_spec_path
 
     dest = tmp_path / "myspec"
     shutil.copytree(shipped_spec_path().parent, dest)
@@ -76,8 +76,8 @@ def _spec_copy(tmp_path: Path) -> Path:
 
 def test_spec_option_reaches_the_campaign_and_every_shard(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from loopspec._spec import default_spec_path
     from loopspec.fuzz import _campaign
+    from loopspec.spec.base import default_spec_path
 
     spec = _spec_copy(tmp_path)
     code = main(["fuzz", "--impl", example_cmd("conflict-reuse"), "--max-examples", "40", "--seed", "3",

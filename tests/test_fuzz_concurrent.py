@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from loopspec._judge import judge
 from loopspec.fuzz._adapter import ImplFactory
 from loopspec.fuzz._campaign import Campaign
 from loopspec.fuzz._generate import Generator, all_orders, matches, predict
 from loopspec.fuzz._harness import chooser, realized_schedule, run_step
 from loopspec.fuzz._model import load_case
 from loopspec.fuzz._reduce import step_candidates
+from loopspec.judge.trace import judge
 from tests.fuzz_helpers import EXAMPLE, schema_validator
 
 Json = Any
@@ -214,7 +214,8 @@ def test_reduction_shrinks_the_schedule_towards_start_order() -> None:
 def _engine_run(st: dict[str, Json]) -> Any:
     """The reference engine on a concurrent step: tool outcomes from its script in start order, the
     completion order from its schedule (a ScriptedBackground), results only when the run waits."""
-    from loopspec._engine import Tool, ToolFailure, run_batch
+    from loopspec.engine.base import ToolFailure
+    from loopspec.engine.reference import Tool, run_batch
 
     script = st["script"]
     k = 0
@@ -251,7 +252,7 @@ def test_the_prediction_is_the_engines_scripted_schedule() -> None:
     each wait) is the reference engine's run with a ScriptedBackground making the same choices:
     same executions in start order, answers, executed count and abort point, for every completion
     order of 150 generated concurrent steps."""
-    from loopspec._judge import wire_answer
+    from loopspec.judge.batch import wire_answer
 
     gen = Generator("batch", seed=11, concurrency=True)
     compared = 0
@@ -288,7 +289,7 @@ def test_idle_notifications_are_bounded() -> None:
     """C3/C5: tool.waiting with nothing held and cancellations of unknown requests change nothing,
     and past the notification limit they are a P4 finding (a flood), never a hang or a crash."""
     from loopspec.fuzz._harness import _ConcurrentRecorder
-    from loopspec.fuzz._rpc import MAX_UNSOLICITED, ProtocolFailure
+    from loopspec.protocol.rpc import MAX_UNSOLICITED, ProtocolFailure
 
     rec = _ConcurrentRecorder(cstep(2), "batch.run")
     for n in range(MAX_UNSOLICITED):
@@ -324,7 +325,8 @@ def test_every_race_is_caught_by_a_campaign_and_shrunk_with_its_schedule(bug: st
 def test_an_in_process_implementation_gets_no_concurrent_steps() -> None:
     """The in-process Executor API answers each execute() at once (v1): a campaign against one that
     claims the capability stays sequential, and a concurrent step for it is a P6 at once."""
-    from loopspec.fuzz._adapter import InProcessImpl, ReferenceExecutor
+    from loopspec.fuzz._adapter import InProcessImpl
+    from loopspec.protocol.executor import ReferenceExecutor
 
     class Claims(ReferenceExecutor):
         def capabilities(self) -> dict[str, bool]:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from loopspec._judge import judge
 from loopspec.cli import main
 from loopspec.fuzz import ReferenceExecutor, fuzz
 from loopspec.fuzz._adapter import ImplFactory, InProcessImpl
@@ -22,6 +21,7 @@ from loopspec.fuzz._coverage import REACHABLE, UNREACHABLE
 from loopspec.fuzz._generate import Ahead, Generator, matches
 from loopspec.fuzz._harness import run_step
 from loopspec.fuzz._paths import batch_reference_path, loop_reference_path
+from loopspec.judge.trace import judge
 from tests.fuzz_helpers import ROOT, example_cmd
 
 FUZZ = ROOT / "src" / "loopspec" / "fuzz"
@@ -105,7 +105,7 @@ def test_fast_path_keeps_true_and_1_apart() -> None:
 
 
 def test_reachable_and_unreachable_transitions_name_the_whole_spec() -> None:
-    from loopspec._spec import load_spec
+    from loopspec.spec.loader import load_spec
 
     ids = {t.id for t in load_spec().transitions}
     assert set(REACHABLE["batch"]) | set(REACHABLE["loop"]) | set(UNREACHABLE) == ids

@@ -78,9 +78,9 @@ def test_java_concurrent_executor_on_a_thread_pool_passes(java_cmd: list[str]) -
     """--concurrent (protocol v1.1): the thread-pool executor answers each race step of
     tests/test_fuzz_concurrent.py exactly as predicted (releases and cancellations included,
     R31-R35), and a short concurrent campaign finds nothing."""
-    from loopspec._judge import judge
     from loopspec.fuzz._generate import matches, predict
     from loopspec.fuzz._harness import run_step
+    from loopspec.judge.trace import judge
     from tests.test_fuzz_concurrent import RACES
 
     factory = ImplFactory([*java_cmd, "--concurrent"], timeout=20.0, warm=False)
@@ -108,8 +108,8 @@ def test_java_writes_steps_catch_each_broken_variant_by_its_rule(java_cmd: list[
     rule it breaks (R37, R43, R39, R42, and R43 resent-after-cut-lookup for failed-before-lookup); the
     correct Java executor passes the same steps, and a restart (the process killed at the send) is
     recovered from the journal by a lookup, one effect."""
-    from loopspec._judge import judge
     from loopspec.fuzz._writes_harness import run_writes_step
+    from loopspec.judge.trace import judge
     from tests.test_fuzz_writes import ALL_BUGS, STEPS, wstep
 
     def step(cmd: list[str], st: dict[str, object]) -> dict[str, object]:

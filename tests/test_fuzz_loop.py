@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from loopspec._judge import judge
-from loopspec._judge_loop import LOOP_RESULT_FIELDS
 from loopspec.cli import main
-from loopspec.fuzz._adapter import ImplFactory, InProcessImpl, ReferenceExecutor
+from loopspec.fuzz._adapter import ImplFactory, InProcessImpl
 from loopspec.fuzz._campaign import Campaign
 from loopspec.fuzz._harness import run_loop_step
+from loopspec.judge.loop import LOOP_RESULT_FIELDS
+from loopspec.judge.trace import judge
+from loopspec.protocol.executor import ReferenceExecutor
 from tests.fuzz_helpers import LOOKUP, OPEN, call, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
@@ -54,7 +55,7 @@ def campaign(target: object, out: Path | None = None, **kw: object) -> object:
 
 
 def test_loop_result_fields_come_from_run_outcome() -> None:
-    from loopspec._engine import RunOutcome
+    from loopspec.engine.reference import RunOutcome
 
     keys = set(RunOutcome.__dataclass_fields__)
     assert "rounds" in LOOP_RESULT_FIELDS and "runId" not in LOOP_RESULT_FIELDS

@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 
-from loopspec._judge import TraceError, judge
 from loopspec.fuzz import replay
 from loopspec.fuzz._adapter import ImplFactory
 from loopspec.fuzz._campaign import Campaign
 from loopspec.fuzz._model import Finding, _step_problem, load_case
 from loopspec.fuzz._reduce import step_candidates, trim_unused
-from loopspec.fuzz._rpc import ProtocolFailure
 from loopspec.fuzz._writes_gen import WritesGenerator, writes_tools
 from loopspec.fuzz._writes_harness import run_writes_step
+from loopspec.judge.trace import judge
+from loopspec.judge.verdict import TraceError
+from loopspec.protocol.rpc import ProtocolFailure
 from tests.fuzz_helpers import EXAMPLE, schema_validator
 
 Json = Any
@@ -75,7 +76,7 @@ def run(bug: str | None, step: dict[str, Json]) -> dict[str, Json]:
 
 
 def test_the_examples_write_bugs_are_the_broken_variants_of_writes_toml() -> None:
-    from loopspec._writes_spec import load_write_spec
+    from loopspec.spec.writes import load_write_spec
 
     assert {v.id: v.fields["breaks"] for v in load_write_spec().variants} == ALL_BUGS
 

@@ -1,4 +1,4 @@
-"""The judge (loopspec._judge): one comparison core for the fuzzer and the oracle.
+"""The judge (loopspec.judge.batch): one comparison core for the fuzzer and the oracle.
 
 Correct traces come from the reference engine; each divergence is made by editing a trace the way
 a buggy implementation would behave, and the judge must name the rule, the invariant, the request
@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from loopspec._judge import TraceError, Verdict, judge
-from loopspec._spec import load_rules
+from loopspec.judge.trace import judge
+from loopspec.judge.verdict import TraceError, Verdict
+from loopspec.spec.loader import load_rules
 from tests.fuzz_helpers import (
     call,
     clone,

@@ -23,17 +23,17 @@ def test_import_loopspec_imports_no_private_module_and_every_public_name_resolve
     assert set(loopspec.__all__) == set(loopspec._EXPORTS) | {"__version__"}
     for name in loopspec.__all__:
         assert getattr(loopspec, name) is not None
-    assert loopspec.Tool.__module__ == "loopspec._engine"
+    assert loopspec.Tool.__module__ == "loopspec.engine.reference"
     assert set(loopspec.__all__) <= set(dir(loopspec))
 
 
 def test_version_imports_no_command() -> None:
     mods = _modules("from loopspec.cli import main\nassert main(['--version']) == 0")
-    assert not {m for m in mods if m.startswith(("loopspec.cli.", "loopspec._engine", "loopspec._spec", "argparse"))}
+    assert not {m for m in mods if m.startswith(("loopspec.cli.", "loopspec.engine.reference", "loopspec.spec.loader", "argparse"))}
 
 
 def test_registering_the_commands_imports_no_engine_fuzzer_or_renderer() -> None:
     mods = _modules("from loopspec.cli import build_parser\nbuild_parser()")
     assert {"loopspec.cli.fuzz", "loopspec.cli.diagram", "loopspec.cli.verify"} <= mods  # the commands registered
-    heavy = ("loopspec.fuzz", "loopspec.render", "loopspec._vectors", "loopspec.checker", "graphviz")
+    heavy = ("loopspec.fuzz", "loopspec.render", "loopspec.engine.vectors", "loopspec.checker", "graphviz")
     assert not {m for m in mods if m.startswith(heavy)}

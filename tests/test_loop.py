@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from loopspec import CancelToken, Ledger, Limits, Tool, ToolContext, Turn, run_loop
-from loopspec._core import CODE_TABLE, violated_invariants
-from loopspec._vectors import conformance_dir
+from loopspec.core.rules import CODE_TABLE, violated_invariants
+from loopspec.engine.vectors import conformance_dir
 from loopspec.examples.merchants import CANARY, MerchantDirectory
 
 LEDGER_SCHEMA = json.loads((conformance_dir().parent / "schema" / "ledger-event.schema.json").read_text())
@@ -174,8 +174,8 @@ class TestBudgets:
         assert out.counters["modelRequests"] == 3 and out.aborted == (2, "DEADLINE_EXCEEDED")
 
     def test_defaults_come_from_the_spec(self) -> None:
-        from loopspec._engine import default_limits
-        from loopspec._spec import load_spec
+        from loopspec.engine.reference import default_limits
+        from loopspec.spec.loader import load_spec
 
         limits, mode, policy = default_limits()
         d = load_spec().defaults["loop"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loopspec._oplog import CRASH_ENV, SQLiteOperationLedger
-from loopspec._writes_spec import load_write_spec
+from loopspec.engine.oplog import CRASH_ENV, SQLiteOperationLedger
+from loopspec.spec.writes import load_write_spec
 
 from .writes.merchant import Remote, kills
 
@@ -75,7 +75,7 @@ def test_a_lost_answer_is_unknown_then_reconciled_never_resent(tmp_path: Path) -
 
 def test_the_broken_variant_without_a_dispatch_mark_applies_a_write_twice(tmp_path: Path) -> None:
     """The crash test can fail: sending before the dispatch mark, a crash after the send re-sends on restart."""
-    from loopspec import _writes as w
+    from loopspec.core import writes as w
 
     from .writes.merchant import REQUESTS, executor
 

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from loopspec import _writes as w
-from loopspec._oplog import CRASH_ENV, WriteExecutor, WriteHandler, open_operation_ledger
-from loopspec._writes_spec import load_write_spec
+from loopspec.core import writes as w
+from loopspec.engine.oplog import CRASH_ENV, WriteExecutor, WriteHandler
+from loopspec.engine.oplog_open import open_operation_ledger
+from loopspec.spec.writes import load_write_spec
 
 from .writes.merchant import Remote, kills
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from loopspec import _writes as w
-from loopspec._oplog import MemoryOperationLedger, Rejected, WriteExecutor, WriteHandler
-from loopspec._writes_spec import load_write_spec
+from loopspec.core import writes as w
+from loopspec.engine.oplog import MemoryOperationLedger, Rejected, WriteExecutor, WriteHandler
+from loopspec.spec.writes import load_write_spec
 
 POINTS = [c.id for c in load_write_spec().crash_points]
 SCHEMA = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopspec import CancelToken, Ledger, Limits, Tool, run_loop
-from loopspec._core import violated_invariants
-from loopspec._judge import default_spec
+from loopspec.core.rules import violated_invariants
+from loopspec.judge.verdict import default_spec
 from loopspec.oracle import read_text_input
 from loopspec.oracle._ledger import RunChecker
 from loopspec.oracle._tables import EFFECT_EVENTS, tables_for

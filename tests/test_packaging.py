@@ -130,7 +130,9 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         # spec/ must be tracked by git: the copy in the wheel is made at build time, never committed
         tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "src/loopspec"], capture_output=True,
                                  text=True, check=True).stdout.splitlines()
-        assert not [f for f in tracked if f.startswith("src/loopspec/spec/")], "a second copy of spec/ in git"
+        # (src/loopspec/spec/ is the Python package that loads it: only its modules are tracked there)
+        assert not [f for f in tracked if f.startswith("src/loopspec/spec/") and not f.endswith(".py")], \
+            "a second copy of spec/ in git"
     out = tmp_path_factory.mktemp("dist")
     r = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
                        capture_output=True, text=True, timeout=300)
@@ -143,8 +145,11 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_the_wheel_carries_the_spec_byte_for_byte(dists: dict[str, Path]) -> None:
     with zipfile.ZipFile(dists["wheel"]) as z:
         names = set(z.namelist())
-        carried = sorted(n.removeprefix("loopspec/spec/") for n in names if n.startswith("loopspec/spec/"))
+        # loopspec/spec/ is also the package that loads the spec: its modules sit beside the data
+        inside = [n.removeprefix("loopspec/spec/") for n in names if n.startswith("loopspec/spec/")]
+        carried = sorted(n for n in inside if not (n.endswith(".py") and "/" not in n))
         assert carried == SPEC_FILES
+        assert {"__init__.py", "base.py", "loader.py", "writes.py"} <= set(inside)
         for f in SPEC_FILES:
             assert _digest(z.read(f"loopspec/spec/{f}")) == _digest((ROOT / "spec" / f).read_bytes()), f
         assert {"loopspec/py.typed", "loopspec/cli/__init__.py", "loopspec/spec/loop.toml",
@@ -161,8 +166,9 @@ def test_the_sdist_carries_the_spec_at_the_top_level(dists: dict[str, Path]) -> 
     with tarfile.open(dists["sdist"]) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
     assert {f"spec/{f}" for f in SPEC_FILES} <= names
-    assert {"pyproject.toml", "README.md", "src/loopspec/_spec.py", "examples/python/executor.py"} <= names
-    assert not any(n.startswith(("tests/", ".venv/", "src/loopspec/spec/")) or "__pycache__" in n for n in names)
+    assert {"pyproject.toml", "README.md", "src/loopspec/spec/loader.py", "examples/python/executor.py"} <= names
+    assert not any(n.startswith(("tests/", ".venv/")) or "__pycache__" in n for n in names)
+    assert all(n.endswith(".py") for n in names if n.startswith("src/loopspec/spec/")), "spec data copied into src/"
 
 
 def test_the_readme_says_how_long_the_tests_take() -> None:

@@ -1,4 +1,4 @@
-"""The shared progress line (loopspec._progress): pure formatting, and a writer that is silent off a terminal."""
+"""The shared progress line (loopspec.support.progress): pure formatting, and a writer that is silent off a terminal."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from loopspec._progress import ProgressLine, Status, eta_seconds, format_duration, format_status
+from loopspec.support.progress import ProgressLine, Status, eta_seconds, format_duration, format_status
 
 
 class Tty(io.StringIO):

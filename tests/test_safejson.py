@@ -1,4 +1,4 @@
-"""The hardened loader (loopspec._safejson): the limits, one error type naming where, and the same
+"""The hardened loader (loopspec.support.safejson): the limits, one error type naming where, and the same
 answer — value or error message — whichever JSON parser is installed."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopspec import _safejson as sj
+from loopspec.support import safejson as sj
 
 PARSERS = ["json", "orjson"] if sj._ORJSON_LOADS is not None else ["json"]
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from loopspec._judge import judge
 from loopspec.fuzz._adapter import Impl, ImplFactory
 from loopspec.fuzz._generate import all_orders
 from loopspec.fuzz._harness import run_step
+from loopspec.judge.trace import judge
 from tests.fuzz_helpers import ROOT
 
 Json = Any

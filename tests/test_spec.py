@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from loopspec import SpecError, load_rules, load_spec
-from loopspec._core import check_against_spec
-from loopspec._spec import default_spec_path, parse_spec
-from loopspec._writes_spec import load_write_spec
+from loopspec.core.rules import check_against_spec
+from loopspec.spec.base import default_spec_path
+from loopspec.spec.loader import parse_spec
+from loopspec.spec.writes import load_write_spec
 
 SPEC_TEXT = default_spec_path().read_text(encoding="utf-8")
 

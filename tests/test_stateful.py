@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from loopspec import RunOutcome, run_batch
-from loopspec._core import FAILURE_CATEGORIES, canonical_json, violated_invariants
+from loopspec.core.rules import FAILURE_CATEGORIES, canonical_json, violated_invariants
 from tests.strategies import KNOWN_TOOLS, Recorder, budgets, calls, modes
 
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 
 from loopspec import RunOutcome, Tool, run_batch
-from loopspec._core import violated_invariants
+from loopspec.core.rules import violated_invariants
 from tests.strategies import KNOWN_TOOLS, TEXT_SCHEMA, Recorder, budgets, modes
 from tests.test_stateful import BatchMachine
 

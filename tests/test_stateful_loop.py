@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from loopspec import Ledger, Limits, RunOutcome, Tool, ToolContext, ToolFailure, run_loop
-from loopspec._core import CODE_TABLE, FAILURE_CATEGORIES, violated_invariants
+from loopspec.core.rules import CODE_TABLE, FAILURE_CATEGORIES, violated_invariants
 from tests.strategies import KNOWN_TOOLS, TEXT_SCHEMA, calls
 
 CANARY = "CANARY-b41d"

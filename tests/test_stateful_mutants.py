@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-import loopspec._core as core
+import loopspec.core.rules as core
 from tests.test_stateful import BatchMachine
 
 pytestmark = pytest.mark.slow

@@ -1,5 +1,5 @@
 """No control character from an input or an implementation reaches the terminal raw (issue 14): every
-command's stdout and stderr go through ``loopspec._text.SafeStream``, and the fuzzer's explanation
+command's stdout and stderr go through ``loopspec.support.text.SafeStream``, and the fuzzer's explanation
 files are escaped too."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from loopspec._text import SafeStream, paint
 from loopspec.cli import main
+from loopspec.support.text import SafeStream, paint
 
 #: what must never appear raw: C0/C1 controls but newline and tab, DEL, bidi controls, line separators
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -74,7 +74,7 @@ def test_spec_command_on_a_spec_whose_name_carries_controls(
     """`loopspec spec` prints the spec's meta.name in its first line: a hostile --spec gets it escaped."""
     import shutil
 
-    from loopspec._spec import shipped_spec_path
+    from loopspec.spec.base import shipped_spec_path
 
     dest = tmp_path / "s"
     shutil.copytree(shipped_spec_path().parent, dest)

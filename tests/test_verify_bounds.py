@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from loopspec._spec import load_spec
 from loopspec.checker.bounds import (
     BoundsError,
     apply_overrides,
@@ -21,6 +20,7 @@ from loopspec.checker.bounds import (
 from loopspec.checker.universe import Universe
 from loopspec.cli import main
 from loopspec.cli.verify import _section6
+from loopspec.spec.loader import load_spec
 
 UPDATE = "loopspec verify --update-expected"
 

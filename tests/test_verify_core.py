@@ -12,9 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopspec import _core as core
-from loopspec._core import Answer, Binding, Execution, Request, RunState
-from loopspec._spec import load_spec
 from loopspec.checker.bounds import Bounds, apply_overrides, load_bounds
 from loopspec.checker.counterexample import Lifted, Script, Step, replay_core, replay_engine
 from loopspec.checker.crosscheck import edge_map, fast_vs_reference, tree_vs_dedup
@@ -35,6 +32,9 @@ from loopspec.checker.semantics import (
 from loopspec.checker.state import Encoder, NonLocal, canonical, orbit_size, project, swap_values
 from loopspec.checker.universe import Universe
 from loopspec.checker.window import Bindings, Poison, Sealed, Tail
+from loopspec.core import rules as core
+from loopspec.core.rules import Answer, Binding, Execution, Request, RunState
+from loopspec.spec.loader import load_spec
 
 from .strategies import oracle_answers
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from loopspec._core import RunState
 from loopspec.checker.bounds import apply_overrides, load_bounds
 from loopspec.checker.counterexample import Script, counterexample_json, replay, replay_core, replay_engine
 from loopspec.checker.crosscheck import fast_vs_reference, tree_vs_dedup
@@ -29,6 +28,7 @@ from loopspec.checker.reference import check_invariants
 from loopspec.checker.semantics import CORE, Machine, step, tables
 from loopspec.checker.state import NonLocal
 from loopspec.checker.universe import Universe
+from loopspec.core.rules import RunState
 
 GOLDEN = Path(__file__).parent / "golden" / "verify_mutants.json"
 REGEN = "python -m loopspec.checker.mutants --overwrite tests/golden/verify_mutants.json"
@@ -46,7 +46,7 @@ def result(name: str) -> MutantResult:
 @pytest.fixture(scope="module")
 def golden() -> dict[str, Any]:
     if os.environ.get("LOOPSPEC_OVERWRITE_GOLDEN"):
-        from loopspec._text import write_atomic
+        from loopspec.support.text import write_atomic
 
         data = {"format": "loopspec-verify-mutants/1", "bounds": "spec/bounds.toml", "mutants": corpus_summaries()}
         write_atomic(GOLDEN, json.dumps(data, indent=2) + "\n")
@@ -212,7 +212,7 @@ def test_no_variant_is_both_a_survivor_and_a_former_gap() -> None:
 def test_former_spec_gaps_survive_without_the_new_invariants(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without INV-DECISION, INV-ESCALATION, INV-DEADLINE and INV-RETRY-DUE, exhaustive exploration
     at the default bound finds nothing: those invariants are what closes these gaps of the spec."""
-    from loopspec import _core as core
+    from loopspec.core import rules as core
 
     older = {k: v for k, v in core.INVARIANTS.items() if k not in NEW_INVARIANTS}
     monkeypatch.setattr(core, "INVARIANTS", older)

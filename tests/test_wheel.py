@@ -84,7 +84,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 
 def test_the_installed_package_is_the_wheel_with_its_spec_and_no_test_tools(installed: Installed) -> None:
     r = installed.run(installed.python, "-c", (
-        "import importlib.util as u, json, loopspec, loopspec._spec as s\n"
+        "import importlib.util as u, json, loopspec, loopspec.spec.base as s\n"
         "from loopspec.cli.demo import example_executor\n"
         "print(json.dumps({'module': loopspec.__file__, 'spec': str(s.shipped_spec_path()),\n"
         "  'executor': str(example_executor()),\n"

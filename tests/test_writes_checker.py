@@ -1,4 +1,4 @@
-"""SPEC.md section 6: the pure core (loopspec._writes) and its model checker (loopspec.checker.writes).
+"""SPEC.md section 6: the pure core (loopspec.core.writes) and its model checker (loopspec.checker.writes).
 
 The bounds and the committed figures are in spec/writes-bounds.toml; the vectors in
 spec/conformance/writes.json.
@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from loopspec import _writes as w
-from loopspec._writes_spec import load_write_spec
 from loopspec.checker.writes import (
     Scope,
     explore_writes,
@@ -21,6 +19,8 @@ from loopspec.checker.writes import (
     replay_labels,
     summary,
 )
+from loopspec.core import writes as w
+from loopspec.spec.writes import load_write_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SCOPES = load_write_scopes()

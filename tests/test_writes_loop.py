@@ -24,11 +24,11 @@ from loopspec import (
     resume,
     run_loop,
 )
-from loopspec._engine import EngineError
-from loopspec._oplog import CRASH_ENV
-from loopspec._writes_spec import load_write_spec
+from loopspec.engine.base import EngineError
+from loopspec.engine.oplog import CRASH_ENV
 from loopspec.oracle import read_text_input
 from loopspec.oracle._schema import _ledger_schema, problem
+from loopspec.spec.writes import load_write_spec
 
 from .writes.merchant import SCHEMA, Remote, kills
 

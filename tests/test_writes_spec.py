@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from loopspec import load_rules
-from loopspec._spec import SpecError
-from loopspec._writes_spec import load_write_spec, parse_write_spec
+from loopspec.spec.base import SpecError
+from loopspec.spec.writes import load_write_spec, parse_write_spec
 
 WRITES = Path(__file__).resolve().parents[1] / "spec" / "writes.toml"
 
@@ -30,7 +30,7 @@ def test_the_shipped_write_spec_loads_and_names_known_rules() -> None:
 
 def test_R42_R46_section_6_code_and_stop_reason_are_in_the_loop_tables() -> None:
     from loopspec import load_spec
-    from loopspec._core import CODE_TABLE
+    from loopspec.core.rules import CODE_TABLE
 
     spec = load_spec()
     c = next(c for c in spec.codes if c.id == "OUTCOME_UNKNOWN")

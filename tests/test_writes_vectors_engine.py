@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from loopspec import _writes as w
-from loopspec._oplog import MemoryOperationLedger, Rejected, WriteExecutor, WriteHandler
+from loopspec.core import writes as w
+from loopspec.engine.oplog import MemoryOperationLedger, Rejected, WriteExecutor, WriteHandler
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "spec" / "conformance" / "writes.json").read_text("utf-8"))
 SCHEMA = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}
@@ -145,7 +145,7 @@ def test_a_broken_engine_fails_the_vectors() -> None:
 def test_R45_a_run_is_charged_its_own_dispatch_marks_only(kind: str, tmp_path: Path) -> None:
     """R45: the budget counts the run's dispatch marks. A key of scope `principal` rejected in run A and
     attempted again in run B charges run B once, not once per mark the key ever had."""
-    from loopspec._oplog import SQLiteOperationLedger
+    from loopspec.engine.oplog import SQLiteOperationLedger
 
     ledger = MemoryOperationLedger() if kind == "memory" else SQLiteOperationLedger(tmp_path / "ops.sqlite")
     sends: list[str] = []
@@ -173,7 +173,7 @@ def _two_workers(tmp_path: Path, wait: float) -> tuple[list[dict[str, Any]], lis
     import threading
     import time
 
-    from loopspec._oplog import SQLiteOperationLedger
+    from loopspec.engine.oplog import SQLiteOperationLedger
 
     sends: list[str] = []
     gate = threading.Barrier(2)
@@ -209,7 +209,7 @@ def test_R44_workers_opening_one_new_ledger_file_at_once_all_succeed(tmp_path: P
     below hung on their barrier) until the opening retried it."""
     import threading
 
-    from loopspec._oplog import SQLiteOperationLedger
+    from loopspec.engine.oplog import SQLiteOperationLedger
 
     errors: list[str] = []
     for k in range(60):

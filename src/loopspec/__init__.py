@@ -4,7 +4,9 @@ The public vocabulary is small::
 
     from loopspec import Tool, run_batch, run_loop, arun_loop, load_spec
 
-Everything else lives in private modules (``loopspec._core`` is the pure decision core).
+Everything else lives in the layer packages under it (``loopspec.core`` is the pure decision core;
+CONTRIBUTING.md has the map). Only the names below, the ``loopspec`` command and the ``loopspec_fuzz``
+pytest fixture are public.
 
 The facade is lazy (PEP 562): ``import loopspec`` imports none of them; a name is imported from its
 module the first time it is used, so the command line (``loopspec --version``, ``--help``) and a
@@ -17,40 +19,40 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-#: public name -> the private module that defines it
+#: public name -> the module (under loopspec) that defines it
 _EXPORTS: dict[str, str] = {
-    "Answer": "_core",
-    "Limits": "_core",
-    "Outcome": "_core",
-    "ToolDefinitionError": "_core",
-    "BatchOutcome": "_engine",
-    "CancelToken": "_engine",
-    "EngineError": "_engine",
-    "RunOutcome": "_engine",
-    "Tool": "_engine",
-    "ToolContext": "_engine",
-    "ToolFailure": "_engine",
-    "Turn": "_engine",
-    "arun_batch": "_engine",
-    "arun_loop": "_engine",
-    "run_batch": "_engine",
-    "run_loop": "_engine",
-    "tool": "_engine",
-    "Ledger": "_ledger",
-    "MemoryOperationLedger": "_oplog",
-    "OperationLedger": "_oplog",
-    "Rejected": "_oplog",
-    "SQLiteOperationLedger": "_oplog",
-    "WriteExecutor": "_oplog",
-    "WriteHandler": "_oplog",
-    "open_operation_ledger": "_oplog",
-    "Spec": "_spec",
-    "SpecError": "_spec",
-    "load_rules": "_spec",
-    "load_spec": "_spec",
-    "resume": "_writeloop",
-    "WriteTool": "_writes",
-    "idempotency_key": "_writes",
+    "Ledger": "core.ledger",
+    "Answer": "core.rules",
+    "Limits": "core.rules",
+    "Outcome": "core.rules",
+    "ToolDefinitionError": "core.rules",
+    "WriteTool": "core.writes",
+    "idempotency_key": "core.writes",
+    "EngineError": "engine.base",
+    "ToolFailure": "engine.base",
+    "MemoryOperationLedger": "engine.oplog",
+    "OperationLedger": "engine.oplog",
+    "Rejected": "engine.oplog",
+    "SQLiteOperationLedger": "engine.oplog",
+    "WriteExecutor": "engine.oplog",
+    "WriteHandler": "engine.oplog",
+    "open_operation_ledger": "engine.oplog_open",
+    "BatchOutcome": "engine.reference",
+    "CancelToken": "engine.reference",
+    "RunOutcome": "engine.reference",
+    "Tool": "engine.reference",
+    "ToolContext": "engine.reference",
+    "Turn": "engine.reference",
+    "arun_batch": "engine.reference",
+    "arun_loop": "engine.reference",
+    "run_batch": "engine.reference",
+    "run_loop": "engine.reference",
+    "tool": "engine.reference",
+    "resume": "engine.resume",
+    "SpecError": "spec.base",
+    "Spec": "spec.loader",
+    "load_rules": "spec.loader",
+    "load_spec": "spec.loader",
 }
 
 __all__ = [
@@ -106,15 +108,25 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported eagerly
-    from ._core import Answer, Limits, Outcome, ToolDefinitionError
-    from ._engine import (
+    from .core.ledger import Ledger
+    from .core.rules import Answer, Limits, Outcome, ToolDefinitionError
+    from .core.writes import WriteTool, idempotency_key
+    from .engine.base import EngineError, ToolFailure
+    from .engine.oplog import (
+        MemoryOperationLedger,
+        OperationLedger,
+        Rejected,
+        SQLiteOperationLedger,
+        WriteExecutor,
+        WriteHandler,
+    )
+    from .engine.oplog_open import open_operation_ledger
+    from .engine.reference import (
         BatchOutcome,
         CancelToken,
-        EngineError,
         RunOutcome,
         Tool,
         ToolContext,
-        ToolFailure,
         Turn,
         arun_batch,
         arun_loop,
@@ -122,16 +134,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
         run_loop,
         tool,
     )
-    from ._ledger import Ledger
-    from ._oplog import (
-        MemoryOperationLedger,
-        OperationLedger,
-        Rejected,
-        SQLiteOperationLedger,
-        WriteExecutor,
-        WriteHandler,
-        open_operation_ledger,
-    )
-    from ._spec import Spec, SpecError, load_rules, load_spec
-    from ._writeloop import resume
-    from ._writes import WriteTool, idempotency_key
+    from .engine.resume import resume
+    from .spec.base import SpecError
+    from .spec.loader import Spec, load_rules, load_spec

@@ -263,8 +263,8 @@ def big_document(path: Path, size: int, one_line: bool) -> Path:
 def long_run(path: Path, calls: int, ids: int) -> Path:
     """One loop run of the reference engine with ``calls`` calls over ``ids`` distinct call ids, no
     limits: a single open run that is as long as a ledger gets (the memory one run may hold)."""
-    from loopspec._engine import Limits, Tool, run_loop
-    from loopspec._ledger import Ledger, dumps_event
+    from loopspec.core.ledger import Ledger, dumps_event
+    from loopspec.engine.reference import Limits, Tool, run_loop
 
     led = Ledger()
     per_round = 50

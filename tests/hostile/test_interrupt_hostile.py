@@ -39,11 +39,11 @@ SCRIPT = Path(sys.executable).parent / "loopspec"
 #: (arguments, module whose import is interrupted): the start of --version (which imports no command),
 #: of --help (the commands' modules) and of a command that loads the spec and builds the engine
 POINTS = [
-    (["--version"], "loopspec._text"),
+    (["--version"], "loopspec.support.text"),
     (["--help"], "argparse"),
     (["--help"], "loopspec.cli.fuzz"),
-    (["spec"], "loopspec._spec"),
-    (["spec"], "loopspec._engine"),
+    (["spec"], "loopspec.spec.loader"),
+    (["spec"], "loopspec.engine.reference"),
 ]
 
 

@@ -35,7 +35,7 @@ ROOT = make_corpus.ROOT
 GOLDEN = make_corpus.GOLDEN
 EXAMPLES = int(os.environ.get("LOOPSPEC_FUZZ_EXAMPLES", "120"))
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-REFERENCE = "loopspec.fuzz._adapter:ReferenceExecutor"
+REFERENCE = "loopspec.protocol.executor:ReferenceExecutor"
 
 Json = Any
 

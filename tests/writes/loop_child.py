@@ -4,10 +4,10 @@
 on the operation ledger OPS (SQLite), ``resume`` continues it with :func:`loopspec.resume`; the external
 system is REMOTE (its own SQLite file, MODE ``record`` or ``lookup``). The model proposes order A-1, then A-1
 again under a new call id with order B-2, then gives its final answer. Prints the outcome as JSON;
-``LOOPSPEC_CRASH_AT`` makes the process SIGKILL itself at a crash point (loopspec._oplog). With EVENTS, the
+``LOOPSPEC_CRASH_AT`` makes the process SIGKILL itself at a crash point (loopspec.engine.oplog). With EVENTS, the
 run ledger is appended to that file, line-buffered (what a crash leaves of it is what reached the file), on a
 clock that advances 0.5 s per reading, so that the file is the same every time; ``LOOPSPEC_TEST_VARIANT``
-installs a broken variant of the executor (``loopspec._writes.VARIANTS``).
+installs a broken variant of the executor (``loopspec.core.writes.VARIANTS``).
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def _clock() -> Any:
 def main(ops: str, remote_path: str, mode: str, how: str, events: str | None = None, run_id: str = "loop-1") -> None:
     variant = os.environ.get("LOOPSPEC_TEST_VARIANT")
     if variant:
-        from loopspec import _oplog, _writes
+        from loopspec.core import writes as _writes
+        from loopspec.engine import oplog as _oplog
 
         init = _oplog.WriteExecutor.__post_init__
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from loopspec._oplog import SQLiteOperationLedger, WriteExecutor, WriteHandler
-from loopspec._writes import WriteTool
+from loopspec.core.writes import WriteTool
+from loopspec.engine.oplog import SQLiteOperationLedger, WriteExecutor, WriteHandler
 
 SCHEMA = {"type": "object", "properties": {"order_ref": {"type": "string"}, "amount": {"type": "integer"}},
           "required": ["order_ref", "amount"], "additionalProperties": False}

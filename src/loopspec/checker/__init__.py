@@ -10,6 +10,9 @@ Modules: :mod:`.semantics` (the core as a set of functions; one spec transition 
 symmetry), :mod:`.reference` (whole RunStates) and :mod:`.fast` (windowed, memoised) models,
 :mod:`.explore` (the search), :mod:`.counterexample` / :mod:`.explain` (results),
 :mod:`.mutants` (the must-fail corpus), :mod:`.crosscheck` (the checker checking itself).
+
+Layer: a driver, beside ``fuzz``, ``oracle`` and ``render`` (none of which it imports); it may import
+``engine``, ``core``, ``spec`` and ``support``.
 """
 
 from __future__ import annotations

@@ -14,9 +14,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import _safejson
-from .._core import FAILURE_CATEGORIES, LIMIT_POLICIES, MODES, ToolDefinitionError, ToolSchema, parse_schema
-from .._spec import default_spec, default_spec_path
+from ..core.rules import (
+    FAILURE_CATEGORIES,
+    LIMIT_POLICIES,
+    MODES,
+    ToolDefinitionError,
+    ToolSchema,
+    parse_schema,
+)
+from ..spec.base import default_spec_path
+from ..spec.loader import default_spec
+from ..support import safejson
 
 __all__ = ["Bounds", "BoundsError", "Scope", "ToolDef", "apply_overrides", "default_bounds_path", "load_bounds"]
 
@@ -319,8 +327,8 @@ _SCOPE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 def load_bounds(path: str | Path | None = None) -> Bounds:
     p = Path(path) if path is not None else default_bounds_path()
     try:  # TOML under the limits every input gets (size, UTF-8, depth, integer digits, finite numbers)
-        doc = _safejson.load_toml(p, what="bounds file")
-    except _safejson.JsonInputError as exc:
+        doc = safejson.load_toml(p, what="bounds file")
+    except safejson.JsonInputError as exc:
         raise BoundsError(str(exc)) from None
     return parse_bounds(doc, str(p))
 

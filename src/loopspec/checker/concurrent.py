@@ -2,7 +2,7 @@
 
 A step of a run with executions in flight is about several requests at once — a landed result
 commits the answers held behind it, an abort abandons every execution in flight — so the fast
-model's one-id window does not apply. This model keeps the whole :class:`~loopspec._core.RunState`
+model's one-id window does not apply. This model keeps the whole :class:`~loopspec.core.rules.RunState`
 of every state (like :class:`~loopspec.checker.reference.ReferenceModel`), steps it with the same
 :func:`~loopspec.checker.semantics.step` (the core's guards and effects; the environment now also
 chooses which execution in flight completes, and when, and how), and checks the invariants of
@@ -31,8 +31,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from .. import _core as core
-from .._core import Answer, Execution, Outcome, RunState
+from ..core import rules as core
+from ..core.rules import Answer, Execution, Outcome, RunState
 from .readsets import invariant_read_sets
 from .reference import Choice, enumerate_steps, step_label
 from .semantics import CORE, Machine, Semantics, tables

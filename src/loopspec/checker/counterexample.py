@@ -3,7 +3,7 @@
 :func:`lift` turns the explorer's path (canonical compact states) back into concrete steps of the
 real core: from the concrete initial RunState it follows, step by step, the concrete successor
 whose canonical key is the path's next state, and at the end checks the violation with
-``loopspec._core.INVARIANTS`` on the whole concrete RunState. So a reported counterexample never
+``loopspec.core.rules.INVARIANTS`` on the whole concrete RunState. So a reported counterexample never
 rests on the explorer's abstractions.
 
 A :class:`Script` is the same run as the engine sees it: the calls the model proposes (per round),
@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _core as core
-from .._core import RunState
-from .._engine import CancelToken, Tool, ToolContext, ToolFailure, run_batch, run_loop
-from .._spec import Transition, load_spec
+from ..core import rules as core
+from ..core.rules import RunState
+from ..engine.base import ToolFailure
+from ..engine.reference import CancelToken, Tool, ToolContext, run_batch, run_loop
+from ..spec.loader import Transition, load_spec
 from .bounds import Bounds, Scope
 from .reference import Choice, ReferenceModel, check_invariants, enumerate_steps
 from .semantics import CORE, LATE, Machine, Semantics, clone, installed, step, tables

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import _core as core
-from .._core import RunState
-from .._spec import load_spec
+from ..core import rules as core
+from ..core.rules import RunState
+from ..spec.loader import load_spec
 from .counterexample import Lifted, Step
 from .readsets import invariant_read_sets
 
@@ -203,7 +203,7 @@ def explain(lf: Lifted) -> str:
 
 
 def _rules() -> tuple[Any, ...]:
-    from .._spec import load_rules
+    from ..spec.loader import load_rules
 
     try:
         return load_rules()

@@ -30,8 +30,8 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import _core as core
-from .._core import Answer, Binding, Execution, Limits, Outcome, Request, RunConfig, RunState
+from ..core import rules as core
+from ..core.rules import Answer, Binding, Execution, Limits, Outcome, Request, RunConfig, RunState
 from .readsets import ALL_FIELDS, invariant_read_sets
 from .semantics import CORE, FINAL_TEXT, UNRECONCILED_KEY, Env, Machine, Semantics, tables, tool_output
 from .state import (

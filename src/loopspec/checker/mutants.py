@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _core as core
-from .._core import Answer, Binding, Execution, RunState
+from ..core import rules as core
+from ..core.rules import Answer, Binding, Execution, RunState
 from .bounds import Bounds, load_bounds
 from .counterexample import Lifted, lift, schedule
 from .explore import Exploration, explore
@@ -39,7 +39,7 @@ Json = Any
 # Building blocks
 # --------------------------------------------------------------------------------------------
 
-#: The core's own functions: a variant calls these, never ``loopspec._core.<name>``, which is the
+#: The core's own functions: a variant calls these, never ``loopspec.core.rules.<name>``, which is the
 #: variant itself while it is installed in the engine.
 _ORIGINAL = CORE
 
@@ -431,13 +431,18 @@ MUTANTS: tuple[Mutant, ...] = (
 SURVIVORS: tuple[Mutant, ...] = ()
 
 
+class UnknownVariant(LookupError):
+    """No variant of that name in the corpus (the command line reports it as a usage error, exit 2)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "no such variant"
+
+
 def by_name(name: str) -> Mutant:
     for mt in MUTANTS + SURVIVORS:
         if mt.semantics.name == name:
             return mt
-    from ..cli import UsageError
-
-    raise UsageError(f"no variant {name!r}; the corpus has: {', '.join(m.semantics.name for m in MUTANTS + SURVIVORS)}")
+    raise UnknownVariant(f"no variant {name!r}; the corpus has: {', '.join(m.semantics.name for m in MUTANTS + SURVIVORS)}")
 
 
 @dataclass
@@ -491,7 +496,7 @@ def main(argv: Sequence[str]) -> int:  # pragma: no cover - maintenance entry po
     if len(argv) != 2 or argv[0] != "--overwrite":
         print("usage: python -m loopspec.checker.mutants --overwrite GOLDEN.json", file=sys.stderr)
         return 2
-    from .._text import write_atomic
+    from ..support.text import write_atomic
 
     data = {"format": "loopspec-verify-mutants/1", "bounds": "spec/bounds.toml", "mutants": corpus_summaries()}
     write_atomic(argv[1], json.dumps(data, indent=2) + "\n")

@@ -6,7 +6,7 @@ every invariant holds in it. So the fast explorer re-evaluates, after each step,
 invariants whose read set meets the fields the step changed ("only what a step can break").
 
 The read sets are not written down by hand: :func:`read_set` walks the syntax tree of the
-invariant function in ``loopspec._core``, following the helper functions it passes the state to
+invariant function in ``loopspec.core.rules``, following the helper functions it passes the state to
 and the RunState properties and methods it uses. A read it cannot follow (the state passed to a
 function outside the core, or stored in a variable) makes the read set "everything", which only
 costs speed.
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from .. import _core as core
-from .._core import RunState
+from ..core import rules as core
+from ..core.rules import RunState
 
 __all__ = ["ALL_FIELDS", "invariant_read_sets", "read_set", "reads_clock"]
 

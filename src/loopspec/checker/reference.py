@@ -1,5 +1,5 @@
 """The reference model: whole core RunStates, stepped by :func:`semantics.step`, checked with
-``loopspec._core.INVARIANTS`` verbatim.
+``loopspec.core.rules.INVARIANTS`` verbatim.
 
 Slow (every state carries its history and every invariant is recomputed from it) but with no
 abstraction at all beyond deduplication: it is what the fast explorer is validated against, what
@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _core as core
-from .._core import RunState
-from .._spec import Transition
+from ..core import rules as core
+from ..core.rules import RunState
+from ..spec.loader import Transition
 from .semantics import CORE, Machine, Semantics, clone, step, tables
 from .state import Encoder, NonLocal, canonical, project
 from .universe import Universe

@@ -1,8 +1,8 @@
 """What the model checker explores: the real decision core, one spec transition at a time.
 
 A :class:`Semantics` is the small set of functions a run is made of, keyed exactly as the engine
-uses them: the guard predicates by spec guard id (``loopspec._core.GUARDS``) and the state updates
-of the effects by their ``_core`` function name (``answer_error``, ``begin_execution``,
+uses them: the guard predicates by spec guard id (``loopspec.core.rules.GUARDS``) and the state updates
+of the effects by their ``core.rules`` function name (``answer_error``, ``begin_execution``,
 ``terminate`` ...). :data:`CORE` is the core itself — the very function objects the engine calls.
 The must-fail corpus (:mod:`loopspec.checker.mutants`) replaces one or two of them.
 
@@ -14,7 +14,7 @@ authorization hook's answer, a clock tick past the deadline, a cancellation — 
 *oracle* at the point where the engine would ask the model, the tool, the hook, the clock or the
 cancel token. Enumerating the oracle's answers enumerates every successor.
 
-:func:`installed` puts a semantics into ``loopspec._core`` for the duration of a ``with`` block,
+:func:`installed` puts a semantics into ``loopspec.core.rules`` for the duration of a ``with`` block,
 so that the engine (``run_batch`` / ``run_loop``) and the reference driver ``drive()`` run the
 same variant; that is how counterexamples of the corpus are replayed through the engine.
 """
@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .. import _core as core
-from .._core import Binding, Execution, Outcome, RunState
-from .._spec import Spec, Transition, default_spec
+from ..core import rules as core
+from ..core.rules import Binding, Execution, Outcome, RunState
+from ..spec.loader import Spec, Transition, default_spec
 
 __all__ = [
     "CORE",
@@ -45,7 +45,7 @@ __all__ = [
 
 Json = Any
 
-#: The ``_core`` state updates the engine's effects call (see ``_engine._Run._effect``).
+#: The ``core.rules`` state updates the engine's effects call (see ``engine.reference._Run._effect``).
 EFFECT_FUNCTIONS: tuple[str, ...] = (
     "receive_response", "next_item", "end_round", "answer_error", "answer_replay", "bind_id",
     "begin_execution", "begin_retry", "record_outcome", "store_success", "answer_failure", "terminate",
@@ -55,7 +55,7 @@ EFFECT_FUNCTIONS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Semantics:
-    """Guards (by spec guard id) and effect functions (by ``_core`` name) of one decision core."""
+    """Guards (by spec guard id) and effect functions (by ``core.rules`` name) of one decision core."""
 
     name: str
     doc: str
@@ -113,7 +113,7 @@ class Semantics:
 
 CORE = Semantics(
     "core",
-    "The decision core of loopspec._core, exactly as the engine runs it.",
+    "The decision core of loopspec.core.rules, exactly as the engine runs it.",
     dict(core.GUARDS),
     {f: getattr(core, f) for f in EFFECT_FUNCTIONS},
 )
@@ -123,7 +123,7 @@ _install_lock = threading.Lock()
 
 @contextmanager
 def installed(sem: Semantics) -> Iterator[None]:
-    """Run the engine and ``drive()`` on ``sem``: patch ``loopspec._core`` inside the block.
+    """Run the engine and ``drive()`` on ``sem``: patch ``loopspec.core.rules`` inside the block.
 
     Only the guard table entries and the effect functions listed in :data:`EFFECT_FUNCTIONS` are
     replaced (the invariants use neither, so they stay the spec's). Not reentrant; one at a time.
@@ -330,7 +330,7 @@ class _Tables:
 
 _TABLES: dict[int, _Tables] = {}
 
-#: The ``_core`` state updates each effect of loop.toml calls (see :func:`_effect`; a test
+#: The ``core.rules`` state updates each effect of loop.toml calls (see :func:`_effect`; a test
 #: records the calls of every step and compares).
 EFFECT_CALLS: Mapping[str, tuple[str, ...]] = {
     "ask_model": ("receive_response",),

@@ -32,9 +32,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .. import _core as core
-from .._core import RunState
-from .._spec import load_spec
+from ..core import rules as core
+from ..core.rules import RunState
+from ..spec.loader import load_spec
 from .semantics import FINAL_TEXT
 from .universe import INVALID_VALUE, NOT_AN_OBJECT, Universe
 
@@ -453,7 +453,7 @@ def _final(final: str | None) -> bool:
 
 
 def _history(enc: Encoder, s: RunState) -> dict[int, Json]:
-    """``_core._binding_history`` with the keys encoded (the invariants' own recomputation)."""
+    """``core.rules._binding_history`` with the keys encoded (the invariants' own recomputation)."""
     out: dict[int, Json] = {}
     for idx, h in core._binding_history(s).items():
         out[idx] = None if h is None else (enc.key(h[0]) if h[0] else None, enc.key(h[1]))
@@ -461,7 +461,7 @@ def _history(enc: Encoder, s: RunState) -> dict[int, Json]:
 
 
 def _firsts(enc: Encoder, s: RunState) -> dict[tuple[object, Json], tuple[int, Json]]:
-    """``_core._first_success`` with keys and outputs encoded."""
+    """``core.rules._first_success`` with keys and outputs encoded."""
     try:
         firsts = core._first_success(s)
     except (AssertionError, IndexError) as exc:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._core import Limits, RunConfig
+from ..core.rules import Limits, RunConfig
 from .bounds import Bounds, Scope, ToolDef
 from .semantics import Env
 

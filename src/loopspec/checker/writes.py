@@ -2,7 +2,7 @@
 
 The system explored is one run whose model proposes write calls (a call id and one key argument's
 value, from small alphabets) and an application that carries them out through the durable operation
-ledger with the decisions of :mod:`loopspec._writes` (or a broken variant's). Every step is one
+ledger with the decisions of :mod:`loopspec.core.writes` (or a broken variant's). Every step is one
 durable transaction or one message, and between any two of them the process may **crash** (its
 volatile state — where it was in a request, a response it had received but not recorded — is lost;
 the ledger, the run's recorded requests and answers, and the external system survive) and
@@ -11,7 +11,7 @@ run), how the external system answers each send (applied and answered, applied a
 lost before it applied, rejected definitely; with an idempotency record a key already applied is not
 applied again) and whether a lookup is unavailable (at most ``outages`` times).
 
-A lookup is a question and an answer. When the policy records nothing between them (:func:`loopspec._writes.
+A lookup is a question and an answer. When the policy records nothing between them (:func:`loopspec.core.writes.
 before_lookup`: the correct policy, R43) the two are one step: asking changes nothing durable and nothing in the
 external system, so a crash after the question reaches exactly the state a crash before it does, and the step in
 between would only add states that differ in the volatile position. When the policy records something before
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import _writes as w
-from .._spec import default_spec_path
+from ..core import writes as w
+from ..spec.base import default_spec_path
 
 __all__ = ["Scope", "WState", "WriteExploration", "explore_writes", "invariants_violated", "load_write_scopes",
            "replay_labels", "summary"]

@@ -19,6 +19,9 @@ This module imports nothing at module level but :mod:`sys`: the ``loopspec`` scr
 ``from loopspec.cli import main`` is then over at once, and everything else — the commands, the
 engine, the spec — is imported inside :func:`main`, where a Ctrl-C ends with ``interrupted`` and
 exit 130 instead of a traceback. ``loopspec --version`` imports no command at all.
+
+Layer: the top, with the pytest plugin; it may import every package below it, and nothing imports it
+but ``python -m loopspec``.
 """
 
 from __future__ import annotations
@@ -71,12 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command (the ``loopspec`` entry point); returns its exit code. Everything a command
-    prints goes through :class:`~loopspec._text.SafeStream`: whatever an input file or an
+    prints goes through :class:`~loopspec.support.text.SafeStream`: whatever an input file or an
     implementation put in a report, no control character reaches the terminal raw."""
     out, err = sys.stdout, sys.stderr
     restore = _terminate_like_ctrl_c()
     try:
-        from .._text import SafeStream
+        from ..support.text import SafeStream
 
         sys.stdout, sys.stderr = SafeStream(out), SafeStream(err, progress=True)  # type: ignore[assignment]
         return _main(argv)
@@ -155,9 +158,10 @@ def _main(argv: Sequence[str] | None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
-    from .._engine import EngineError
-    from .._spec import SpecError, using_spec
-    from .._text import printable
+    from ..engine.base import EngineError
+    from ..spec.base import SpecError
+    from ..spec.loader import using_spec
+    from ..support.text import printable
 
     try:
         # --spec (every command reading the spec has it: _common.add_spec_option) is the default spec
@@ -202,8 +206,8 @@ def _runnable(args: argparse.Namespace, spec: Any) -> None:
     """A spec chosen with --spec must agree with the reference engine before a command runs it on it."""
     if args.command in DATA_ONLY:
         return
-    from .._core import check_against_spec
-    from .._engine import EngineError
+    from ..core.rules import check_against_spec
+    from ..engine.base import EngineError
 
     problems = check_against_spec(spec)
     if problems:
@@ -215,7 +219,7 @@ def raise_internal(args: argparse.Namespace, exc: Exception) -> None:
     """Report an internal error in one line (re-raise it with LOOPSPEC_DEBUG=1)."""
     import os
 
-    from .._text import printable
+    from ..support.text import printable
 
     if os.environ.get("LOOPSPEC_DEBUG"):
         raise exc

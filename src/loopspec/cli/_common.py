@@ -10,7 +10,7 @@ with the same help text, everywhere:
 * :func:`add_format_option` — ``--format``: how the report is printed (text for people, JSON for
   programs);
 * :func:`add_progress_option` and :func:`progress_line` — ``--progress``: the progress line of a long
-  run (:mod:`loopspec._progress`), shown on a terminal and, when forced, on any stderr.
+  run (:mod:`loopspec.support.progress`), shown on a terminal and, when forced, on any stderr.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import IO, Final
 
-from .._progress import ProgressLine
+from ..support.progress import ProgressLine
 
 __all__ = [
     "EXIT_FOUND",

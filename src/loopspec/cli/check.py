@@ -23,10 +23,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from .. import _safejson
-from .._progress import Status
-from .._spec import default_spec_path
-from .._text import paint, printable, use_color
 from ..oracle._check import (
     INPUT_FORMATS,
     TELEMETRY_FORMATS,
@@ -39,6 +35,10 @@ from ..oracle._histories import FORMATS as HISTORY_FORMATS
 from ..oracle._records import LEDGER_NOT_WITNESSED, MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
 from ..oracle._split import check_split, is_ledger
 from ..oracle._stream import DEFAULT_MAX_LINE, Options
+from ..spec.base import default_spec_path
+from ..support import safejson
+from ..support.progress import Status
+from ..support.text import paint, printable, use_color
 from ._common import (
     EXIT_USAGE,
     UsageError,
@@ -154,9 +154,9 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
 
 def _safe_json(value: Json) -> str:
     try:
-        return _safejson.dumps(value, indent=2)
+        return safejson.dumps(value, indent=2)
     except (RecursionError, ValueError, TypeError):
-        return _safejson.dumps(_truncate(value, 32), indent=2)
+        return safejson.dumps(_truncate(value, 32), indent=2)
 
 
 def _truncate(value: Json, depth: int) -> Json:
@@ -211,9 +211,9 @@ class JsonWriter:
         summ = summary.to_json()
         if self.not_listed:
             summ["inputErrorsNotListed"] = self.not_listed
-        self.out.write("\n],\n" + '"inputErrors": ' + _safejson.dumps([e.to_json() for e in self.errors], compact=False)
-                       + ',\n"summary": ' + _safejson.dumps(summ, compact=False)
-                       + ',\n"assumptions": ' + _safejson.dumps(notes, compact=False) + "\n}\n")
+        self.out.write("\n],\n" + '"inputErrors": ' + safejson.dumps([e.to_json() for e in self.errors], compact=False)
+                       + ',\n"summary": ' + safejson.dumps(summ, compact=False)
+                       + ',\n"assumptions": ' + safejson.dumps(notes, compact=False) + "\n}\n")
 
 
 def _indent(text: str) -> str:
@@ -236,11 +236,11 @@ def write_diagram(out_dir: Path, rec: RunRecord, spec_file: str | None = None) -
     """Draw ``rec``'s path on the spec machine: path.json plus the overlaid machine (dot, mmd, md, svg)."""
     import graphviz
 
-    from .._judge import default_spec
-    from .._spec import load_rules
-    from .._text import write_atomic
+    from ..judge.verdict import default_spec
     from ..render import extract_machine, machine_dot, machine_mermaid, make_overlay, overlay_markdown
     from ..render.overlay import Trace
+    from ..spec.loader import load_rules
+    from ..support.text import write_atomic
 
     assert rec.trace is not None
     d = out_dir / _safe_name(rec.run)
@@ -250,7 +250,7 @@ def write_diagram(out_dir: Path, rec: RunRecord, spec_file: str | None = None) -
     trace = Trace(tuple(tr["path"]), tr.get("failed"), tr.get("start"), str(tr.get("label", "")))
     ov = make_overlay(machine, trace)
     written: list[Path] = []
-    files = {"path.json": _safejson.dumps(dict(tr), indent=2) + "\n", "machine-trace.dot": machine_dot(machine, ov),
+    files = {"path.json": safejson.dumps(dict(tr), indent=2) + "\n", "machine-trace.dot": machine_dot(machine, ov),
              "machine-trace.mmd": machine_mermaid(machine, ov),
              "machine-trace.md": overlay_markdown(machine, ov, image="machine-trace.svg")}
     for fname, text in files.items():

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._text import compact, paint, table, use_color
+from ..support.text import compact, paint, table, use_color
 from ._common import EXIT_FOUND, EXIT_OK, add_format_option, add_spec_option
 
 Facts = dict[str, Any]
@@ -60,7 +60,7 @@ def _result(r: dict[str, Any], replayed: bool) -> str:
 
 
 def batch_section(show_all: bool, color: bool, facts: Facts | None = None) -> bool:
-    from .._vectors import load_batch_vectors, run_batch_vector
+    from ..engine.vectors import load_batch_vectors, run_batch_vector
 
     doc = load_batch_vectors()
     results = [run_batch_vector(c, doc.get("toolsets", {})) for c in doc["cases"]]
@@ -101,7 +101,7 @@ def loop_section(color: bool, show_ledger: bool, facts: Facts | None = None) -> 
     """Sections 2 and 3; returns whether they match the spec, and section 2's run (its ledger is checked
     by the oracle section)."""
     from .. import Limits, Turn, run_loop
-    from .._core import violated_invariants
+    from ..core.rules import violated_invariants
     from ..examples.merchants import CANARY, MerchantDirectory
 
     print(paint("== 2. A whole run of the loop: the example merchant directory", "1", color))
@@ -191,7 +191,7 @@ def example_executor() -> Path | None:
     """The standalone example executor: examples/python/executor.py of a source tree, or the copy the
     wheel carries (loopspec/examples/executor.py)."""
     from .. import examples
-    from .._spec import shipped_spec_path
+    from ..spec.base import shipped_spec_path
 
     for candidate in (shipped_spec_path().parents[1] / "examples" / "python" / "executor.py",
                       Path(examples.__file__).with_name("executor.py")):
@@ -308,9 +308,9 @@ def frameworks_section(color: bool, out: Path, facts: Facts | None = None) -> bo
     """Section 8: the real agent frameworks that are installed, fuzzed in process under their profiles."""
     from importlib.metadata import version
 
-    from .._spec import load_spec
-    from .._text import write_atomic
     from ..frameworks import FRAMEWORKS, PACKAGES, framework_version, installed
+    from ..spec.loader import load_spec
+    from ..support.text import write_atomic
 
     facts = facts if facts is not None else {}
     print(paint("\n== 8. Real agent frameworks, in process, judged under their documented profiles", "1", color))

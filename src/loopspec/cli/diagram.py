@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from .._text import printable, write_atomic
+from ..support.text import printable, write_atomic
 from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_spec_option
 
 if TYPE_CHECKING:
-    from .._spec import Spec
+    from ..spec.loader import Spec
 
 # The spec loader, the renderers and graphviz are imported by the functions that use them: `loopspec --help`
 # needs only register()
@@ -76,16 +76,16 @@ class Job:
 
 
 def _read(path: str) -> str:
-    from .. import _safejson
+    from ..support import safejson
 
     try:  # the hardened loader: at most 16 MiB of UTF-8 (a leading BOM skipped); file:line: reason
-        return _safejson.read_text(path, what="overlay file")
-    except _safejson.JsonInputError as exc:
+        return safejson.read_text(path, what="overlay file")
+    except safejson.JsonInputError as exc:
         raise UsageError(str(exc)) from None
 
 
 def _rules(spec: Spec, spec_file: str | None) -> tuple[Any, ...]:
-    from .._spec import load_rules
+    from ..spec.loader import load_rules
 
     if spec_file is None:
         return load_rules(None, spec)
@@ -99,8 +99,8 @@ def _rules(spec: Spec, spec_file: str | None) -> tuple[Any, ...]:
 
 def _write_jobs(spec: Spec) -> list[Job]:
     """``writes.*``: the operation machine of section 6, when ``writes.toml`` is beside the spec."""
-    from .._writes_spec import load_write_spec
     from ..render.writes import writes_dot, writes_markdown, writes_mermaid
+    from ..spec.writes import load_write_spec
 
     path = Path(spec.path).with_name("writes.toml") if spec.path else None
     if path is None or not path.is_file():
@@ -152,7 +152,7 @@ def jobs(spec: Spec, rules: tuple[Any, ...], trace_file: str | None, coverage_fi
 def handle(args: argparse.Namespace) -> int:
     import graphviz
 
-    from .._spec import load_spec
+    from ..spec.loader import load_spec
 
     formats = tuple(dict.fromkeys(args.format)) if args.format else FORMATS
     explicit = bool(args.format)

@@ -13,8 +13,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._progress import Status
-from .._text import paint, use_color
+from ..support.progress import Status
+from ..support.text import paint, use_color
 from ._common import (
     EXIT_FOUND,
     EXIT_OK,
@@ -121,7 +121,7 @@ def impl_target(impl: str) -> Any:
 def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
     """A factory for ``--impl``, checked by one initialize handshake (exit 2 when that fails)."""
     from ..fuzz._adapter import ImplFactory, StartError
-    from ..fuzz._rpc import ProtocolFailure
+    from ..protocol.rpc import ProtocolFailure
 
     try:
         target = impl_target(args.impl)
@@ -140,7 +140,7 @@ def check_profile(name: str | None) -> str | None:
     """``--profile``: None for the strict spec; a usage error for an unknown name."""
     if name is None or name == "strict":
         return None
-    from .._spec import load_spec
+    from ..spec.loader import load_spec
 
     spec = load_spec()
     known = [p.id for p in spec.profiles]

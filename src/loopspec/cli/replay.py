@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from .._text import paint, use_color
+from ..support.text import paint, use_color
 from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_spec_option
 from .fuzz import add_impl_options, open_factory
 

@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..fuzz._adapter import ReferenceExecutor, serve_stdio
+    from ..protocol.executor import ReferenceExecutor, serve_stdio
 
     serve_stdio(ReferenceExecutor())
     return EXIT_OK

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._text import table
+from ..support.text import table
 from ._common import EXIT_FOUND, EXIT_OK, add_format_option, add_spec_option
 
 
@@ -27,8 +27,9 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from .._core import check_against_spec
-    from .._spec import default_spec_path, load_rules, load_spec
+    from ..core.rules import check_against_spec
+    from ..spec.base import default_spec_path
+    from ..spec.loader import load_rules, load_spec
 
     spec = load_spec(args.spec)
     problems = check_against_spec(spec)

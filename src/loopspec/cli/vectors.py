@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import _safejson
-from .._text import compact, paint, printable, table, use_color
+from ..support import safejson
+from ..support.text import compact, paint, printable, table, use_color
 from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_spec_option
 
 
@@ -29,12 +29,12 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from .._vectors import load_batch_vectors, load_loop_vectors, run_batch_vector, run_loop_vector
+    from ..engine.vectors import load_batch_vectors, load_loop_vectors, run_batch_vector, run_loop_vector
 
     loop = args.loop
     try:
         if args.file is not None and not loop:  # a loop vector file is told by its format
-            head = _safejson.load_json(args.file, what="vector file")
+            head = safejson.load_json(args.file, what="vector file")
             loop = isinstance(head, dict) and head.get("format") == "loopspec-loop-vectors/1"
         doc = load_loop_vectors(args.file) if loop else load_batch_vectors(args.file)
     except (OSError, ValueError, KeyError) as exc:
@@ -52,7 +52,7 @@ def handle(args: argparse.Namespace) -> int:
             raise UsageError(f"{where}: case {c['id']!r} cannot be run: {type(exc).__name__}: {exc}") from None
     failed = [r for r in results if not r.passed]
     if args.format == "json":
-        print(_safejson.dumps({
+        print(safejson.dumps({
             "cases": len(results), "failed": [r.case_id for r in failed],
             "diffs": {r.case_id: r.diff() for r in failed},
         }, indent=2))

@@ -17,8 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .._progress import Status
-from .._text import paint, table, use_color, write_atomic
+from ..support.progress import Status
+from ..support.text import paint, table, use_color, write_atomic
 from ._common import (
     EXIT_FOUND,
     EXIT_OK,
@@ -116,9 +116,12 @@ def handle(args: argparse.Namespace) -> int:
     bounds, scopes = _load(args)
     sem = CORE
     if args.variant:
-        from ..checker.mutants import by_name
+        from ..checker.mutants import UnknownVariant, by_name
 
-        sem = by_name(args.variant).semantics
+        try:
+            sem = by_name(args.variant).semantics
+        except UnknownVariant as exc:
+            raise UsageError(str(exc)) from None
         if not sem.local and args.model == "fast":
             args.model = "reference"  # the variant reaches outside the fast model's window
     if args.update_expected and (args.bound or args.model != "fast" or args.variant):
@@ -128,7 +131,7 @@ def handle(args: argparse.Namespace) -> int:
     results = []
     for scope in scopes:
         results.append(explore(bounds, scope, sem, model=args.model, progress=prog, count_orbits=args.count_orbits))
-    from .._spec import load_spec
+    from ..spec.loader import load_spec
 
     spec = load_spec()
     spec_ids = [t.id for t in spec.transitions]
@@ -205,7 +208,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _figures(ex: Any) -> dict[str, Any]:
-    from .._spec import load_spec
+    from ..spec.loader import load_spec
 
     spec_ids = [t.id for t in load_spec().transitions]
     return {"states": ex.states, "transitions": ex.transitions, "depth": ex.depth,
@@ -336,9 +339,12 @@ def _crosscheck(args: argparse.Namespace) -> int:
     bounds, scopes = _load(args)
     sem = CORE
     if args.variant:
-        from ..checker.mutants import by_name
+        from ..checker.mutants import UnknownVariant, by_name
 
-        sem = by_name(args.variant).semantics
+        try:
+            sem = by_name(args.variant).semantics
+        except UnknownVariant as exc:
+            raise UsageError(str(exc)) from None
     problems: dict[str, list[str]] = {}
     for scope in scopes:
         checks = [("tree-vs-dedup", tree_vs_dedup)]
@@ -360,9 +366,9 @@ def _crosscheck(args: argparse.Namespace) -> int:
 
 def _writes(args: argparse.Namespace) -> int:
     """``--writes``: the model checker of section 6 (:mod:`loopspec.checker.writes`)."""
-    from .. import _writes as w
-    from .._writes_spec import load_write_spec
     from ..checker.writes import explore_writes, load_write_scopes
+    from ..core import writes as w
+    from ..spec.writes import load_write_spec
 
     if args.bound or args.bounds or args.update_expected or args.crosscheck or args.model != "fast":
         raise UsageError("--writes takes --scope, --variant, --mutants, --format and --out only")

@@ -21,7 +21,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._engine import Tool, ToolContext, ToolFailure
+from ..engine.base import ToolFailure
+from ..engine.reference import Tool, ToolContext
 
 #: Planted in records and exceptions: it must never appear in an answer, a ledger or an outcome.
 CANARY = "INTERNAL_CANARY_7f3a"

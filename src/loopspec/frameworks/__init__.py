@@ -11,6 +11,10 @@ framework only when it is used: ``pip install 'loopspec[pydantic-ai]'`` etc.
 :mod:`loopspec.frameworks.google_adk`): where it is not importable, ``--impl google-adk`` runs the same
 adapter as a process in the environment ``.ci/dev.py`` builds for it (``.venv-adk``), over the JSON-RPC
 protocol.
+
+Layer: implementations under test, above ``protocol`` (whose :class:`~loopspec.protocol.executor.Executor`
+they subclass); they may import ``protocol``, ``judge``, ``engine``, ``core``, ``spec`` and ``support``, never
+a driver. The fuzzer imports them.
 """
 
 from __future__ import annotations

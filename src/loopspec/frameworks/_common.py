@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._core import CODE_TABLE, FAILURE_CATEGORIES
-from .._judge import CANARY_PREFIX
-from ..fuzz._adapter import ExecuteFn, Executor, HeldAnswers, ModelFailure, ModelFn
+from ..core.rules import CODE_TABLE, FAILURE_CATEGORIES
+from ..judge.verdict import CANARY_PREFIX
+from ..protocol.executor import ExecuteFn, Executor, HeldAnswers, ModelFailure, ModelFn
 
 Json = Any
 
@@ -89,7 +89,7 @@ class ToolFailed(Exception):
     """Raised by a tool body when the harness's tool failed (carries the category, R17).
 
     Its message is what a real tool's exception carries: text the model must never see (R15), here a
-    canary (:data:`loopspec._judge.CANARY_PREFIX`) the judge searches for in everything the framework
+    canary (:data:`loopspec.judge.verdict.CANARY_PREFIX`) the judge searches for in everything the framework
     shows the model."""
 
     def __init__(self, category: str, canary: str = "") -> None:
@@ -186,7 +186,7 @@ class Run:
     async def aenter(self, index: int | None, call_id: Json, name: str, received: dict[str, Json],
                      principal: Json) -> Json:
         """:meth:`enter` for an async tool body: in a concurrent step the body awaits the answer the
-        harness holds (:class:`~loopspec.fuzz._adapter.HeldAnswers`), else it answers at once."""
+        harness holds (:class:`~loopspec.protocol.executor.HeldAnswers`), else it answers at once."""
         held = self.held
         if held is None:
             return self.enter(index, call_id, name, received, principal)

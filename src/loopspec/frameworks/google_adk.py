@@ -70,7 +70,7 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..fuzz._adapter import ModelFailure, ModelFn
+from ..protocol.executor import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, ok, python_signature, shown
 
 Json = Any
@@ -358,7 +358,7 @@ def _entering(run: Run, call_id: Json, name: str, received: dict[str, Json]) -> 
 
 def main(argv: list[str]) -> int:
     """``python -m loopspec.frameworks.google_adk [SETTINGS]``: serve the adapter on stdin/stdout."""
-    from ..fuzz._adapter import serve_stdio
+    from ..protocol.executor import serve_stdio
     from . import parse_settings
 
     cls: Any = GoogleADKExecutor

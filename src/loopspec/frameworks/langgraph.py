@@ -39,7 +39,7 @@ import warnings
 from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar
 
-from ..fuzz._adapter import ModelFailure, ModelFn
+from ..protocol.executor import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, shown
 
 Json = Any

@@ -34,7 +34,7 @@ import json
 import warnings
 from typing import Any, ClassVar
 
-from ..fuzz._adapter import ModelFailure, ModelFn
+from ..protocol.executor import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ok, python_signature, shown
 
 Json = Any

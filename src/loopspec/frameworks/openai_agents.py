@@ -37,7 +37,7 @@ import os
 import warnings
 from typing import Any, ClassVar
 
-from ..fuzz._adapter import ModelFailure, ModelFn
+from ..protocol.executor import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, shown
 
 Json = Any

@@ -37,8 +37,8 @@ import os
 import warnings
 from typing import Any, ClassVar
 
-from .._core import CODE_TABLE
-from ..fuzz._adapter import ModelFailure, ModelFn
+from ..core.rules import CODE_TABLE
+from ..protocol.executor import ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, given, ok, python_signature, shown
 
 Json = Any

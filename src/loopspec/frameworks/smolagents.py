@@ -42,7 +42,7 @@ import os
 import threading
 from typing import Any, ClassVar
 
-from ..fuzz._adapter import HeldAnswers, ModelFailure, ModelFn
+from ..protocol.executor import HeldAnswers, ModelFailure, ModelFn
 from ._common import FrameworkExecutor, Run, ToolFailed, ok, shown
 
 Json = Any
@@ -368,9 +368,9 @@ class ThreadHeld:
             self.running -= 1
 
     def execute(self, call_id: str, name: str, arguments: dict[str, Json], principal: str) -> Json:
-        from .._core import FAILURE_CATEGORIES
-        from .._engine import ToolFailure
-        from ..fuzz._rpc import HOLD, RpcError
+        from ..core.rules import FAILURE_CATEGORIES
+        from ..engine.base import ToolFailure
+        from ..protocol.rpc import HOLD, RpcError
 
         box: list[tuple[Json, Any]] = []
         ready = threading.Event()
@@ -414,7 +414,7 @@ class ThreadHeld:
                 and (self.entered >= self.expected or len(self.waiting) >= self.pool))
 
     def _watch(self) -> None:
-        from ..fuzz._rpc import INTERNAL, RpcError
+        from ..protocol.rpc import INTERNAL, RpcError
 
         quiet = 0
         while not self._done.wait(self.PAUSE):

@@ -22,6 +22,10 @@ or at your executor in process, through a small adapter class::
 
 In a pytest suite, the ``loopspec_fuzz`` fixture does the same and fails the test with the
 explanation (see :mod:`loopspec.pytest_plugin`).
+
+Layer: a driver, beside ``oracle``, ``checker`` and ``render`` (none of which it imports); it may import
+``frameworks`` (to start ``--impl NAME``), ``protocol``, ``judge``, ``engine``, ``core``, ``spec`` and
+``support``.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._judge import TraceError, Verdict, Violation, judge
-from ._adapter import Executor, ImplFactory, ModelFailure, ReferenceExecutor, StartError, Target
+from ..judge.trace import judge
+from ..judge.verdict import TraceError, Verdict, Violation
+from ..protocol.executor import Executor, ModelFailure, ReferenceExecutor
+from ..protocol.rpc import ProtocolFailure
+from ._adapter import ImplFactory, StartError, Target
 from ._campaign import Campaign
 from ._model import CampaignResult, Finding, ReplayResult, load_case
 from ._reduce import replay_case
 from ._report import render_finding
-from ._rpc import ProtocolFailure
 
 __all__ = [
     "Campaign",

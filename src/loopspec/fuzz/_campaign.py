@@ -37,9 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._judge import judge
-from .._spec import default_spec_path, load_rules, load_spec, spec_chosen, using_spec
-from .._text import printable_lines, write_atomic
+from ..judge.trace import judge
+from ..protocol.rpc import ProtocolFailure
+from ..spec.base import default_spec_path, spec_chosen
+from ..spec.loader import load_rules, load_spec, using_spec
+from ..support.text import printable_lines, write_atomic
 from ._adapter import Impl, ImplFactory, Target, holds_answers
 from ._coverage import Coverage
 from ._exercised import exercised
@@ -54,7 +56,6 @@ from ._model import (
     json_text,
 )
 from ._reduce import as_finding, minimize, replay_case, run_steps
-from ._rpc import ProtocolFailure
 from ._writes_gen import WritesGenerator
 from ._writes_harness import run_writes_step
 
@@ -622,7 +623,7 @@ class Campaign:
             return
         rules: set[str] = set()
         with contextlib.suppress(Exception):
-            from .._safejson import load_json
+            from ..support.safejson import load_json
 
             doc = load_json(self.out / "campaign.json")
             rules = {f["rule"] for f in doc.get("findings", []) if isinstance(f, dict) and isinstance(f.get("rule"), str)}

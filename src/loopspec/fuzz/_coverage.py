@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from .._core import CODE_TABLE, RunState, code_kind
+from ..core.rules import CODE_TABLE, RunState, code_kind
 
 __all__ = ["REACHABLE", "UNREACHABLE", "Coverage", "path"]
 

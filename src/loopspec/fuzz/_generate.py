@@ -25,10 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .. import _core as core
-from .._core import CODE_TABLE, Outcome, RunState
-from .._judge import CANARY_PREFIX, parse_batch_config, wire_answer
-from .._judge_loop import LOOP_RESULT_FIELDS, _reply_value, parse_loop_config
+from ..core import rules as core
+from ..core.rules import CODE_TABLE, Outcome, RunState
+from ..judge.batch import parse_batch_config, wire_answer
+from ..judge.loop import LOOP_RESULT_FIELDS, _reply_value, parse_loop_config
+from ..judge.verdict import CANARY_PREFIX
 from ._coverage import REACHABLE, path
 from ._harness import chooser, is_concurrent
 from ._vocab import (

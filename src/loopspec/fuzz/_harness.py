@@ -1,5 +1,5 @@
 """The harness: runs one step (a ``batch.run`` or a ``loop.run``) against an implementation and
-records the trace (``loopspec-trace/1``, what :mod:`loopspec._judge` reads).
+records the trace (``loopspec-trace/1``, what :mod:`loopspec.judge.batch` reads).
 
 The harness owns the tools and, in loop mode, the model. A step carries a *script* for the tools:
 the k-th execution the implementation starts (``tool.execute`` number k, 1-based, across all tools
@@ -34,10 +34,9 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .. import _core as core
-from .._judge import CANARY_PREFIX, TRACE_FORMAT
-from ._adapter import Impl, InProcessImpl, holds_answers
-from ._rpc import (
+from ..core import rules as core
+from ..judge.verdict import CANARY_PREFIX, TRACE_FORMAT
+from ..protocol.rpc import (
     HOLD,
     MAX_UNSOLICITED,
     MODEL_FAILED,
@@ -47,6 +46,7 @@ from ._rpc import (
     RpcError,
     show,
 )
+from ._adapter import Impl, InProcessImpl, holds_answers
 from ._vocab import DEFAULT_REPLY
 
 __all__ = [

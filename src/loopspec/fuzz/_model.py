@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .._judge import Verdict
-from .._safejson import JsonInputError, load_json
+from ..judge.verdict import Verdict
+from ..support.safejson import JsonInputError, load_json
 
 __all__ = [
     "CAMPAIGN_FORMAT",
@@ -192,9 +192,10 @@ def load_case(path: str | Path) -> dict[str, Json]:
 def _step_problem(step: Mapping[str, Json]) -> str | None:
     """What makes a case step impossible to replay (the configuration the judge reads, the tool
     script, the model's replies), named by field; None when it can be replayed."""
-    from .. import _core as core
-    from .._judge import TraceError, parse_batch_config
-    from .._judge_loop import parse_loop_config
+    from ..core import rules as core
+    from ..judge.batch import parse_batch_config
+    from ..judge.loop import parse_loop_config
+    from ..judge.verdict import TraceError
 
     kind = step.get("kind", "batch")
     if kind == "writes":
@@ -223,8 +224,8 @@ def _step_problem(step: Mapping[str, Json]) -> str | None:
 
 def _writes_step_problem(step: Mapping[str, Json]) -> str | None:
     """What makes a writes step (PROTOCOL.md section 8) impossible to replay, named by field."""
-    from .._judge import TraceError
-    from .._judge_writes import parse_writes_config
+    from ..judge.verdict import TraceError
+    from ..judge.writes import parse_writes_config
 
     try:
         parse_writes_config(step["config"], step["calls"])

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._core import HINT_DEFAULTS
-from .._judge import decision_position
-from ._adapter import _limits
+from ..core.rules import HINT_DEFAULTS
+from ..judge.batch import decision_position
+from ..protocol.executor import _limits
 from ._model import Finding
 
 __all__ = ["batch_reference_path", "diagram_trace", "loop_reference_path", "outcome_tools"]
@@ -38,7 +38,8 @@ def diagram_trace(finding: Finding) -> dict[str, Json] | None:
 
 def outcome_tools(tools: Sequence[Mapping[str, Json]], outcomes: Sequence[Mapping[str, Json]]) -> list[Any]:
     """Engine tools that give the recorded outcomes in execution order (whatever tool runs)."""
-    from .._engine import Tool, ToolFailure
+    from ..engine.base import ToolFailure
+    from ..engine.reference import Tool
 
     feed = iter(outcomes)
 
@@ -79,7 +80,7 @@ def release_schedule(trace: Mapping[str, Json]) -> Any:
 
 
 def batch_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | None]] | None:
-    from .._engine import run_batch
+    from ..engine.reference import run_batch
 
     try:
         cfg = trace["config"]
@@ -100,7 +101,7 @@ def batch_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | Non
 
 def loop_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | None]] | None:
     """The engine's transition path for a loop trace (replies and outcomes as recorded)."""
-    from .._engine import run_loop
+    from ..engine.reference import run_loop
 
     try:
         cfg = trace["config"]

@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._judge import Verdict, judge
+from ..judge.trace import judge
+from ..judge.verdict import Verdict
 from ._adapter import Impl, ImplFactory
 from ._harness import LATE_GRACE, amend_late, failed_start_trace, late_message, run_step, trace_failed
 from ._model import Finding, ReplayResult
@@ -55,7 +56,7 @@ def run_steps(steps: Sequence[Mapping[str, Json]], impl_for: Callable[[], Impl],
                 try:
                     impl = impl_for()
                 except Exception as exc:
-                    from ._rpc import ProtocolFailure
+                    from ..protocol.rpc import ProtocolFailure
 
                     f = exc if isinstance(exc, ProtocolFailure) else ProtocolFailure("P1", "exited", str(exc))
                     trace = failed_start_trace(step, f)

@@ -14,10 +14,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from .._judge import judge
-from .._profiles import params_for
-from .._spec import WRITE_SECTION, load_rules, load_spec
-from .._text import compact, write_atomic
+from ..core.profiles import params_for
+from ..judge.trace import judge
+from ..spec.loader import WRITE_SECTION, load_rules, load_spec
+from ..support.text import compact, write_atomic
 from ._exercised import describe
 from ._model import CampaignResult, Finding, json_text, step_calls
 
@@ -212,7 +212,7 @@ def replay_command(case_path: str, impl: str) -> str:
 
 def _rule_title(rule_id: str) -> str:
     if rule_id.startswith("P"):
-        from .._judge import PROTOCOL_CODES
+        from ..judge.verdict import PROTOCOL_CODES
 
         return f"adapter protocol: {PROTOCOL_CODES.get(rule_id, '')}"
     try:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any, Final
 
-from .._core import FAILURE_CATEGORIES, blank
+from ..core.rules import FAILURE_CATEGORIES, blank
 
 Json = Any
 

@@ -10,7 +10,7 @@ instead of answering at the step's ``crashes`` (a crash during reconciliation). 
 starts a new process on the same state directory and sends the same ``writes.run`` (a resume).
 
 Everything is recorded in a ``loopspec-trace/1`` trace of kind ``writes``, which
-:mod:`loopspec._judge_writes` decides.
+:mod:`loopspec.judge.writes` decides.
 """
 
 from __future__ import annotations
@@ -24,12 +24,17 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from .. import _writes as w
-from .._judge import CANARY_PREFIX, TRACE_FORMAT
+from ..core.writes import RUN_ID, business_key
+from ..judge.verdict import CANARY_PREFIX, TRACE_FORMAT
+from ..protocol.rpc import TOOL_FAILED, ProtocolFailure, RpcError, show
 from ._adapter import Impl, InProcessImpl
-from ._rpc import TOOL_FAILED, ProtocolFailure, RpcError, show
 
-__all__ = ["LOST", "MAX_RESTARTS", "RUN_ID", "business_key", "run_writes_step", "write_tool", "writes_params"]
+__all__ = [
+    "LOST",
+    "MAX_RESTARTS",
+    "run_writes_step",
+    "writes_params",
+]
 
 Json = Any
 
@@ -38,8 +43,6 @@ LOST: Final = -32002
 #: Restarts a step may ask for (at dispatches and lookups together); later ``restart`` entries are taken as
 #: ``lose``, later ``crashes`` are answered as usual.
 MAX_RESTARTS: Final = 3
-#: The run id of every writes step (each step has a fresh state directory and external system).
-RUN_ID: Final = "run-1"
 
 #: Where state directories are made: memory-backed when the system has it (/dev/shm). The harness kills
 #: processes, never the machine, so what a process wrote to the page cache survives its kill on any
@@ -57,32 +60,6 @@ def writes_params(step: Mapping[str, Json], state_dir: str) -> dict[str, Json]:
     cfg = step["config"]
     return {"tools": cfg["tools"], "budget": cfg["budget"], "principal": cfg["principal"],
             "runId": cfg.get("runId", RUN_ID), "stateDir": state_dir, "calls": step["calls"]}
-
-
-def write_tool(tool: Json) -> w.WriteTool | None:
-    """The pure core's declaration of a tool of a writes step (None when it is not a well-formed write)."""
-    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-        return None
-    key = tool.get("key")
-    if not isinstance(key, dict) or not isinstance(key.get("arguments"), list) or not key["arguments"] \
-            or not all(isinstance(a, str) for a in key["arguments"]):
-        return None
-    scope, reconcile = key.get("scope", "principal"), tool.get("reconcile", "record")
-    if scope not in w.SCOPES or reconcile not in w.RECONCILE:
-        return None
-    return w.WriteTool(tool["name"], tuple(key["arguments"]), reconcile, scope)
-
-
-def business_key(tool: Json, arguments: Json, principal: Json, run_id: str) -> str | None:
-    """The harness's own business key of a dispatch (R37: :func:`loopspec._writes.idempotency_key` of the
-    declared key arguments); None when the arguments do not name them (the judge reports the dispatch)."""
-    wt = write_tool(tool)
-    if wt is None or not isinstance(arguments, dict) or not isinstance(principal, str):
-        return None
-    try:
-        return w.idempotency_key(wt, arguments, principal, run_id)
-    except (ValueError, TypeError):
-        return None
 
 
 class _Remote:

@@ -7,9 +7,13 @@
     res.summary.exit_code, [r.violation.rule for r in res.records if r.violation]
 
 One judge, two drivers: a ledger run is replayed through the pure reference core (the same guards
-and effects as ``loopspec._core.drive``), and every verdict is the fuzzer judge's
-:class:`~loopspec._judge.Violation` / :class:`~loopspec._judge.Verdict`; ``loopspec-trace/1`` files
+and effects as ``loopspec.core.rules.drive``), and every verdict is the fuzzer judge's
+:class:`~loopspec.judge.verdict.Violation` / :class:`~loopspec.judge.verdict.Verdict`; ``loopspec-trace/1`` files
 are judged by the fuzzer's judge itself. See docs/oracle.md.
+
+Layer: a driver, beside ``fuzz``, ``checker`` and ``render`` (none of which it imports); it may import
+``judge``, ``engine``, ``core``, ``spec`` and ``support``. A file goes through its stages in one direction:
+see docs/oracle.md.
 """
 
 from __future__ import annotations

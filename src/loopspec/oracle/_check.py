@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
-from .. import _safejson
-from .._judge import TRACE_FORMAT, TraceError, default_spec, judge
-from .._spec import Spec
+from ..judge.trace import judge
+from ..judge.verdict import TRACE_FORMAT, TraceError, default_spec
+from ..spec.loader import Spec
+from ..support import safejson
 from . import _histories, _telemetry
 from ._locate import Located, loads_located
 from ._records import MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
@@ -176,9 +177,9 @@ def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
     one_line = False
     if raw is not None:
         try:
-            doc = _safejson.loads(raw, limits=limits)
+            doc = safejson.loads(raw, limits=limits)
             one_line = True
-        except _safejson.JsonInputError:
+        except safejson.JsonInputError:
             one_line = False
     peeked: list[tuple[int, bytes | None, str | None]] = []
     if fmt == "auto":
@@ -188,8 +189,8 @@ def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
                 peeked.append(item)
                 if item[1] is not None and item[1].strip():
                     try:
-                        k = _kind_of(_safejson.loads(item[1], limits=limits))
-                    except _safejson.JsonInputError:
+                        k = _kind_of(safejson.loads(item[1], limits=limits))
+                    except safejson.JsonInputError:
                         k = ""
                     if k == "ledger":
                         fmt = "ledger"
@@ -291,8 +292,8 @@ def _documents(first: tuple[int, bytes | None, str | None], lines: Iterator[tupl
                 value = first_doc
             else:
                 try:
-                    value = _safejson.loads(raw, limits=limits)
-                except _safejson.JsonInputError as exc:
+                    value = safejson.loads(raw, limits=limits)
+                except safejson.JsonInputError as exc:
                     yield InputError(name, n, exc.message())
                     continue
             k += 1
@@ -313,8 +314,8 @@ def _documents(first: tuple[int, bytes | None, str | None], lines: Iterator[tupl
     del buf
     start = first[0]
     try:
-        value = _safejson.loads(data, limits=limits)
-    except _safejson.JsonInputError as exc:
+        value = safejson.loads(data, limits=limits)
+    except safejson.JsonInputError as exc:
         if exc.reason.startswith("not JSON: Extra data"):  # JSON values one after another (console exporter)
             yield from _concatenated(data.decode("utf-8"), start, name)
             return
@@ -340,7 +341,7 @@ def _concatenated(text: str, start: int, name: str) -> Iterator[_Doc | InputErro
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, _safejson.JsonInputError):
+    if isinstance(exc, safejson.JsonInputError):
         return exc.message().removeprefix("not JSON: ")
     msg = getattr(exc, "msg", None) or str(exc)
     return str(msg).splitlines()[0] if msg else type(exc).__name__

@@ -3,7 +3,7 @@
 The expected transition comes from the spec (the first enabled one of the state's group); the
 observed one from what the ledger's event says. This module turns the pair, or a field that
 disagrees inside an agreed transition, into a :class:`~._ledger.Divergence`: the rule (derived from
-the spec's transitions and codes through the judge's :func:`loopspec._judge.rule_for_code` where a
+the spec's transitions and codes through the judge's :func:`loopspec.judge.batch.rule_for_code` where a
 code decides), a short machine-readable kind (the judge's vocabulary: ``replay-reexecuted``,
 ``conflict-reused``, ``executed-miscounted``, ...), and the "Then … but …" sentence.
 """
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from .. import _core as core
-from .._core import Answer, RunState
-from .._judge import rule_for_code
-from .._spec import Transition
-from . import _ledger as _ledger_module
-from ._ledger import Divergence, Finished, RunChecker, RunInputError
+from ..core import rules as core
+from ..core.rules import Answer, RunState
+from ..judge.batch import rule_for_code
+from ..spec.loader import Transition
+from ._divergence import CheckerView as RunChecker
+from ._divergence import Divergence, Finished, RunInputError
 
 Json = Any
 
@@ -103,7 +103,8 @@ def _by_wait(chk: RunChecker, ev: Mapping[str, Json]) -> Transition:
 
 
 _OPEN = openers()
-_ledger_module._OPENERS.update(_OPEN)
+#: event type -> how the event, opening a step, names the transition that fired (the checker's table)
+OPENERS: Final[dict[str, Callable[[RunChecker, Mapping[str, Json]], Transition | None]]] = dict(_OPEN)
 
 
 def observed_transition(chk: RunChecker, ev: Mapping[str, Json], typ: str) -> Transition | None:
@@ -797,7 +798,7 @@ _COUNTER_RULES: dict[str, tuple[str, str, str | None]] = {
 
 
 def terminal_mismatch(chk: RunChecker, ev: Mapping[str, Json], line: int, key: str, want: Json) -> Divergence:
-    from .._judge import end_rule
+    from ..judge.batch import end_rule
 
     cur = chk.cur
     assert cur is not None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._text import compact
+from ..support.text import compact
 from ._ledger import Divergence, RunChecker, StepRecord
 from ._tables import Tables
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .. import _core as core
+from ..core import rules as core
 from ._transcripts import Call, Item, LineOf, Result, TranscriptError, _parse_args
 
 Json = Any

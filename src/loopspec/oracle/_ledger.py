@@ -1,6 +1,6 @@
 """The streaming ledger checker: one run's events, replayed through the reference core.
 
-A :class:`RunChecker` holds the core's :class:`~loopspec._core.RunState` of one run and walks the
+A :class:`RunChecker` holds the core's :class:`~loopspec.core.rules.RunState` of one run and walks the
 spec machine as the events arrive, one transition (a ledger *step*) at a time:
 
 1. the **inputs** of the step are taken from the ledger: the clock reading (``t``), the model's
@@ -12,7 +12,7 @@ spec machine as the events arrive, one transition (a ledger *step*) at a time:
    a validation's binding, a result's status, a terminal event's stop reason), never from ``via``
    alone, which is cross-checked afterwards (R27);
 3. the **expected** transition is the first enabled one of the state's driving group, guards
-   evaluated by the core (``loopspec._core.GUARDS``) on the state (R0);
+   evaluated by the core (``loopspec.core.rules.GUARDS``) on the state (R0);
 4. when they agree, the core's own effect functions update the state and the step's events are
    compared field by field with it (indices, call ids, codes, replayed outputs by digest, ordinals,
    attempts, principal, counters, coverage, ...); when they do not, the divergence is classified
@@ -31,14 +31,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .. import _core as core
-from .._core import Answer, Outcome, RunConfig, RunState
-from .._judge import TraceError
-from .._judge_loop import LoopConfig, parse_loop_config
-from .._ledger import digest
-from .._spec import Transition
+from ..core import rules as core
+from ..core.ledger import digest
+from ..core.rules import Answer, Outcome, RunConfig, RunState
+from ..judge.loop import LoopConfig, parse_loop_config
+from ..judge.verdict import TraceError
+from ..spec.loader import Transition
+from . import _classify
+from ._classify import OPENERS as _OPENERS
+from ._divergence import Checks, Divergence, RunInputError, _has_bool
 from ._tables import BINDING_GUARDS, CONCURRENT_EFFECT_EVENTS, EFFECT_EVENTS, Tables, compile_groups
 from ._window import Recent
+from ._writes import WriteTracker
 
 Json = Any
 
@@ -52,37 +56,6 @@ TRIM_AFTER: Final = 4096
 #: The stand-in for a model reply that was neither calls nor a final answer (receive_response
 #: treats any non-list, non-dict value as a model error).
 _MODEL_FAILED: Final = None
-
-
-class RunInputError(Exception):
-    """The run's events cannot be read as a ledger (bad shape, missing events, wrong order)."""
-
-    def __init__(self, message: str, line: int | None = None) -> None:
-        self.message = message
-        self.line = line
-        super().__init__(message)
-
-
-@dataclass
-class Divergence(Exception):
-    """The first point where the ledger and the spec part ways (raised, then turned into a report)."""
-
-    rule: str
-    kind: str
-    then: str  # "Then … but …" sentence
-    expected: Json
-    observed: Json
-    index: int | None = None  # request index, when the divergence belongs to one request
-    expected_tid: str | None = None  # the transition the spec takes here (drawn as the failed step)
-    observed_tid: str | None = None
-    invariant_hint: str | None = None
-    at_step: bool = True  # the divergence is a transition (vs. a detail of an agreed transition)
-    event: Mapping[str, Json] | None = None
-    line: int | None = None
-    invariants: tuple[str, ...] = ()
-
-    def __str__(self) -> str:  # pragma: no cover - debugging aid
-        return f"{self.rule} {self.kind}: {self.then}"
 
 
 # A step as kept in the window: [number, transition id, line, first event, last event] (a list, for
@@ -154,33 +127,6 @@ def _detail(first: Mapping[str, Json], last: Mapping[str, Json]) -> str:
     if typ == "execution_abandoned":
         return f"#{first.get('index')} execution {first.get('ordinal')} abandoned"
     return str(typ)
-
-
-@dataclass
-class Checks:
-    """Which rules a run's verdict rests on: recomputed from recorded inputs, or taken as reported."""
-
-    args_assumed: bool = False  # some arguments were recorded only as digests (R4, R2's object test)
-    args_verified: bool = False  # some arguments were recorded and checked
-    auth_assumed: bool = False  # an authorization decision was needed (R24)
-    principal_recorded: bool = False
-    principal_missing: bool = False
-    signal_assumed: bool = False  # executions were abandoned: whether each was told is not recorded (R35)
-    unreconciled_assumed: bool = False  # a final answer with writes: whether one is still unknown (R46)
-
-    def assumed(self) -> list[str]:
-        out = []
-        if self.args_assumed:
-            out.append("R4")
-        if self.principal_missing:
-            out.append("R16")
-        if self.auth_assumed:
-            out.append("R24")
-        if self.signal_assumed:
-            out.append("R35")
-        if self.unreconciled_assumed:
-            out.append("R46")
-        return out
 
 
 def _guard_sources() -> tuple[dict[str, str], dict[str, object]]:
@@ -723,7 +669,7 @@ class RunChecker:
         reads only ``.s``)."""
         global _ENGINE_COUNTERS
         if _ENGINE_COUNTERS is None:
-            from .._engine import _Run
+            from ..engine.reference import _Run
 
             _ENGINE_COUNTERS = _Run.counters
         return _ENGINE_COUNTERS(self)  # type: ignore[arg-type]
@@ -1003,14 +949,6 @@ def _first_diff(got: tuple[Any, ...], want: tuple[Any, ...]) -> int:
     return 0
 
 
-def _has_bool(values: tuple[Any, ...]) -> bool:
-    """JSON true/false where a count or index belongs (Python's True == 1 must not pass for it)."""
-    for v in values:  # noqa: SIM110 - a loop, not any(genexpr): this runs for most events
-        if v.__class__ is bool:
-            return True
-    return False
-
-
 def _bool_inside(v: Json) -> bool:
     """A JSON true/false among an object's values (counts, indices: never booleans)."""
     if v.__class__ is dict:
@@ -1033,7 +971,7 @@ _ENGINE_COUNTERS: Callable[[Any], dict[str, Json]] | None = None
 
 
 def _short(v: Json, n: int = 40) -> str:
-    from .._text import compact
+    from ..support.text import compact
 
     try:
         return compact(v, n)
@@ -1087,44 +1025,3 @@ _APPLY: Final[Mapping[str, Callable[[RunChecker, Transition], None]]] = {
     "land": lambda c, e: core.land(c.s),
     "run_on": RunChecker._apply_run_on,
 }
-
-
-@dataclass(slots=True)
-class Finished:
-    """What is remembered of a run after its terminal event: enough to judge a late result (a run
-    whose verdict was a violation or unreadable shares :data:`GAVE_UP`: its later events change
-    nothing, so nothing more is kept)."""
-
-    conformed: bool
-    inflight: tuple[int, int] | None
-    line: int
-    late_seen: bool = False
-    seq: int = 0
-    #: section 5: the executions abandoned by the end whose late result has not been recorded yet
-    abandoned: set[tuple[int, int]] | None = None
-
-    def late_expected(self, ev: Mapping[str, Json]) -> bool:
-        """Is ``ev`` the late result of an execution cut off by the end, not recorded yet? (then it is noted)"""
-        if "step" in ev:
-            return False
-        got = (ev.get("index"), ev.get("ordinal"))
-        if self.abandoned is not None:
-            if got in self.abandoned and not _has_bool(got):
-                self.abandoned.discard(got)  # type: ignore[arg-type]
-                return True
-            return False
-        if self.inflight is not None and not self.late_seen and got == self.inflight:
-            self.late_seen = True
-            return True
-        return False
-
-
-#: The note of every run that did not conform (shared: later events of such a run are ignored).
-GAVE_UP: Final = Finished(False, None, 0)
-
-
-#: event type -> how the event, opening a step, names the transition that fired (filled by _classify)
-_OPENERS: dict[str, Callable[[RunChecker, Mapping[str, Json]], Transition | None]] = {}
-
-from . import _classify  # noqa: E402 - the classifier reads this module's types
-from ._writes import WriteTracker  # noqa: E402

@@ -4,7 +4,7 @@ The standard library's pure-Python scanner is driven with a wrapped object parse
 offset of every object it builds (keyed by ``id``: the document keeps them alive). Slower than the C
 parser, so it is used only for single-document transcript files up to :data:`LOCATE_LIMIT` bytes;
 beyond that objects get the document's first line. The text is first accepted or refused by the
-hardened loader (:mod:`loopspec._safejson`), so the limits and the error messages are the loader's.
+hardened loader (:mod:`loopspec.support.safejson`), so the limits and the error messages are the loader's.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 from json import decoder, scanner
 from typing import Any, Final
 
-from .. import _safejson
+from ..support import safejson
 
 Json = Any
 
@@ -59,16 +59,16 @@ class _Locating(json.JSONDecoder):
 
 
 def loads_located(text: str, first_line: int = 1, value: Json = _UNSET) -> Located:
-    """Parse ``text`` — already accepted by :mod:`loopspec._safejson` (``value`` is what it gave) —
+    """Parse ``text`` — already accepted by :mod:`loopspec.support.safejson` (``value`` is what it gave) —
     and remember where each object starts. Past :data:`LOCATE_LIMIT` characters, or should the
     located parse fail where the loader did not, objects get the document's first line."""
     if value is _UNSET:
-        value = _safejson.loads(text, limits=_safejson.Limits(max_bytes=max(len(text) * 4, 1)))
+        value = safejson.loads(text, limits=safejson.Limits(max_bytes=max(len(text) * 4, 1)))
     if len(text) > LOCATE_LIMIT:
         return Located(value, {}, text, first_line)
     dec = _Locating()
     try:
-        with _safejson._recursion_headroom(6 * _safejson.MAX_DEPTH + 200):
+        with safejson._recursion_headroom(6 * safejson.MAX_DEPTH + 200):
             doc = dec.decode(text)
     except (ValueError, RecursionError):  # pragma: no cover - the loader accepted the text
         return Located(value, {}, text, first_line)

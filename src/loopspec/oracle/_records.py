@@ -1,6 +1,6 @@
 """Verdict records: one per run (data first), plus input errors and the summary.
 
-A violating run's record carries the judge's :class:`~loopspec._judge.Violation` (rule, kind,
+A violating run's record carries the judge's :class:`~loopspec.judge.verdict.Violation` (rule, kind,
 invariant, the invariants the observed behaviour breaks, the rules' "Checked by" invariants, the
 request index, the spec transition, expected vs observed, the "Let … Then …" explanation), where it
 happened (event index within the run, seq, file line), the longest conforming prefix, and the path
@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .._judge import Verdict, Violation, pick_invariant
-from .._text import compact
+from ..judge.batch import pick_invariant
+from ..judge.verdict import Verdict, Violation
+from ..support.text import compact
 from ._ledger import Divergence, RunChecker
 from ._tables import Tables
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .._spec import default_spec_path
+from ..spec.base import default_spec_path
 
 Json = Any
 

@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 from zlib import crc32
 
-from .._judge import default_spec
-from .._spec import Spec
+from ..judge.verdict import default_spec
+from ..spec.loader import Spec
 from . import _json
 from ._records import InputError, RunRecord, Summary
 from ._stream import _FAST_PREFIX, DEFAULT_OPTIONS, LedgerStream, Options, read_lines, route_key

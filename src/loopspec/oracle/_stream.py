@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import IO, Any, Final
 from zlib import crc32
 
-from .. import _safejson
-from .._spec import Spec
+from ..spec.loader import Spec
+from ..support import safejson
 from . import _json
 from ._classify import after_terminal_divergence
-from ._ledger import GAVE_UP, Divergence, Finished, RunChecker, RunInputError
+from ._divergence import GAVE_UP, Divergence, Finished, RunInputError
+from ._ledger import RunChecker
 from ._records import InputError, RunRecord, conforming_record, unreadable_record, violation_record
 from ._tables import EVENT_TYPES, tables_for
 from ._writes import WriteTracker
@@ -30,7 +31,7 @@ Json = Any
 
 #: Default longest line read (bytes); longer lines are skipped with an error naming the line. The same
 #: limit bounds a transcript or trace file that is one JSON document.
-DEFAULT_MAX_LINE: Final = _safejson.MAX_BYTES
+DEFAULT_MAX_LINE: Final = safejson.MAX_BYTES
 
 #: How much of an over-long line is kept to tell which run it belongs to.
 HEAD: Final = 4096
@@ -45,9 +46,9 @@ class Options:
     validate: bool = False  # validate every event against the ledger JSON Schema (slow)
 
     @property
-    def limits(self) -> _safejson.Limits:
+    def limits(self) -> safejson.Limits:
         """The loader's limits for these options (``max_line`` bounds a line and a whole document)."""
-        return _safejson.Limits(max_bytes=self.max_line, flag="--max-line-bytes")
+        return safejson.Limits(max_bytes=self.max_line, flag="--max-line-bytes")
 
 
 DEFAULT_OPTIONS: Final = Options()
@@ -56,7 +57,7 @@ DEFAULT_OPTIONS: Final = Options()
 def read_lines(fh: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes | None, str | None]]:
     """(line number, the line or None, an error or None), reading at most ``max_line`` bytes at once."""
     lim = Options(max_line=max_line).limits
-    for n, raw, err, _head in _safejson.iter_lines(fh, limits=lim):
+    for n, raw, err, _head in safejson.iter_lines(fh, limits=lim):
         yield n, raw, err
 
 
@@ -133,7 +134,7 @@ class LedgerStream:
         ``lines``: (line number, line) of the lines to check, instead of reading ``fh`` line by line
         (``_split.owned_lines``: the lines of the runs this process owns, found by a block-wise scan);
         a line longer than ``max_line`` comes as its first ``max_line + 1`` bytes without a newline."""
-        loads = _safejson.fast_loader(self.opts.limits)
+        loads = safejson.fast_loader(self.opts.limits)
         types = EVENT_TYPES
         open_runs = self.open
         readline = fh.readline
@@ -358,7 +359,7 @@ class LedgerStream:
 
     def _bad_line(self, n: int, raw: bytes, exc: BaseException) -> Iterator[RunRecord | InputError]:
         # "not JSON: …", or the limit the line is past
-        msg = exc.message() if isinstance(exc, _safejson.JsonInputError) else f"not JSON: {_json_reason(exc)}"
+        msg = exc.message() if isinstance(exc, safejson.JsonInputError) else f"not JSON: {_json_reason(exc)}"
         yield from self._lost(n, raw, msg)
 
     def close(self) -> Iterator[RunRecord]:
@@ -381,7 +382,7 @@ class LedgerStream:
 
 
 def _amendment(t: Any, file: str, run: str, d: Divergence, ev: dict[str, Json], n: int, fin: Finished) -> RunRecord:
-    from .._judge import Violation
+    from ..judge.verdict import Violation
 
     rules = t.rules
     inv = d.invariant_hint if d.invariant_hint in rules.get(d.rule, ()) else None
@@ -406,7 +407,7 @@ def _unknown_type(ev: dict[str, Json]) -> str:
 
 
 def _json_reason(exc: BaseException) -> str:
-    if isinstance(exc, _safejson.JsonInputError):
+    if isinstance(exc, safejson.JsonInputError):
         return exc.message().removeprefix("not JSON: ")
     if isinstance(exc, RecursionError):
         return "nested too deeply"

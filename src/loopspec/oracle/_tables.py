@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from .. import _core as core
-from .._spec import WRITE_SECTION, Spec, Transition, load_rules
+from ..core import rules as core
+from ..spec.loader import WRITE_SECTION, Spec, Transition, load_rules
 
 #: Ledger format v1: the events an effect records, in order. Each entry is the set of event types
 #: allowed at that position (the model's reply is one of three events).
@@ -57,7 +57,7 @@ UNTRANSITIONED_EVENTS: Final = frozenset({"run_started", "late_result_discarded"
 EVENT_TYPES: Final = frozenset(t for steps in EFFECT_EVENTS.values() for s in steps for t in s) | UNTRANSITIONED_EVENTS | {
     "execution_abandoned"}
 
-#: The four binding guards and the class of :func:`loopspec._core.classify_binding` each tests.
+#: The four binding guards and the class of :func:`loopspec.core.rules.classify_binding` each tests.
 BINDING_GUARDS: Final[Mapping[str, str]] = {
     "id_conflict": "conflict", "id_replay": "replay", "id_fresh": "fresh", "id_unresolved": "unresolved",
 }

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from .. import _core as core
+from ..core import rules as core
 from . import _json
 from ._transcripts import Call, Execution, Item, Result, TranscriptError
 

@@ -31,9 +31,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .. import _core as core
-from .._judge import Violation
-from .._text import compact
+from ..core import rules as core
+from ..judge.verdict import Violation
+from ..support.text import compact
 from . import _json
 
 Json = Any

@@ -28,10 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import _writes as w
+from ..core import writes as w
+from ._divergence import Divergence, RunInputError
 
 if TYPE_CHECKING:
-    from ._ledger import RunChecker
+    from ._divergence import CheckerView as RunChecker
 
 Json = Any
 
@@ -58,8 +59,6 @@ class WriteTracker:
     @staticmethod
     def _diverge(chk: RunChecker, ev: Mapping[str, Json], line: int, rule: str, kind: str, then: str,
                  expected: Json, observed: Json, hint: str | None) -> Exception:
-        from ._ledger import Divergence
-
         i = ev.get("index")
         return Divergence(rule, kind, then, expected, observed, index=i if i.__class__ is int else None,
                           expected_tid=chk.cur.id if chk.cur is not None else None,
@@ -70,8 +69,6 @@ class WriteTracker:
     def restart(self, chk: RunChecker, ev: Mapping[str, Json], line: int) -> None:
         """A process resumes the run: compare the operation ledger's state with the run's events (R40), then
         note what recovery owes (R46)."""
-        from ._ledger import RunInputError
-
         ops, marks = ev.get("operations"), ev.get("dispatched")
         if not isinstance(ops, list) or marks.__class__ is not int or marks < 0:
             raise RunInputError("run_resumed needs operations (a list) and dispatched (an integer >= 0)", line)
@@ -124,8 +121,6 @@ class WriteTracker:
 
     # -- write_recorded ----------------------------------------------------------------------------
     def on_write(self, chk: RunChecker, ev: Mapping[str, Json], line: int) -> None:
-        from ._ledger import RunInputError
-
         name = w.OP_BY_ID.get(ev.get("op"))  # type: ignore[arg-type]
         key, frm, to = ev.get("key"), ev.get("from"), ev.get("to")
         if name is None or not isinstance(key, str) or frm not in _STATES or to not in _STATES:

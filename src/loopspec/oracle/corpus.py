@@ -18,8 +18,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from .._engine import Limits, Tool, ToolFailure, run_batch, run_loop
-from .._ledger import Ledger, dumps_event
+from ..core.ledger import Ledger, dumps_event
+from ..engine.base import ToolFailure
+from ..engine.reference import Limits, Tool, run_batch, run_loop
 
 Json = Any
 

@@ -1,6 +1,10 @@
 """Diagrams rendered from the spec: extract (``model``) → renderers (``dot``, ``mermaid``, ``markdown``),
 with trace and coverage overlays (``overlay``). Every function here is pure; the ``loopspec diagram``
-command does the I/O and runs Graphviz."""
+command does the I/O and runs Graphviz.
+
+Layer: a driver, beside ``fuzz``, ``oracle`` and ``checker`` (none of which it imports); it may import
+``spec`` and ``support``.
+"""
 
 from .dot import check_flow_dot, machine_dot
 from .markdown import check_flow_markdown, machine_markdown, overlay_markdown

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from .._spec import Rule, Spec, Transition
+from ..spec.loader import Rule, Spec, Transition
 
 __all__ = [
     "ANSWERING_EFFECTS",

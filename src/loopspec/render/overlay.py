@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .. import _safejson
+from ..support import safejson
 from .model import Machine
 
 __all__ = [
@@ -189,8 +189,8 @@ def _classify(text: str, path: str) -> tuple[Literal["simple", "ledger"], Any]:
     if not text.strip():
         raise OverlayError(path, 0, "the file is empty")
     try:
-        doc = _safejson.loads(text)
-    except _safejson.JsonInputError as exc:
+        doc = safejson.loads(text)
+    except safejson.JsonInputError as exc:
         if exc.reason == "not JSON: Extra data":
             return "ledger", None
         raise OverlayError(path, exc.line or 0, exc.message()) from None
@@ -222,8 +222,8 @@ def ledger_runs(text: str, path: str) -> dict[str, list[tuple[int, dict[str, Any
         if not line.strip():
             continue
         try:
-            ev = _safejson.parse_line(line)
-        except _safejson.JsonInputError as exc:
+            ev = safejson.parse_line(line)
+        except safejson.JsonInputError as exc:
             raise OverlayError(path, n, exc.message()) from None
         if not isinstance(ev, dict):
             raise OverlayError(path, n, "a ledger event must be a JSON object")

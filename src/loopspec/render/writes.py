@@ -1,6 +1,6 @@
 """The operation machine of SPEC.md section 6 (``spec/writes.toml``) as DOT, Mermaid and Markdown.
 
-Pure: the loaded :class:`~loopspec._writes_spec.WriteSpec` in, text out. One node per operation
+Pure: the loaded :class:`~loopspec.spec.writes.WriteSpec` in, text out. One node per operation
 state, one edge per transition (``Wnn name``, with the rules it follows); the crash points are listed
 beside the machine. ``unknown`` (OUTCOME_UNKNOWN) is drawn in amber, ``confirmed`` (final) in green,
 ``failed`` in red; reconciliation edges are dashed.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from .._writes_spec import OpTransition, WriteSpec
+from ..spec.writes import OpTransition, WriteSpec
 from . import style as st
 
 __all__ = ["writes_dot", "writes_markdown", "writes_mermaid"]

@@ -10,14 +10,14 @@ an exit is a definition error, not a warning.
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from . import _safejson
+from ..support import safejson
+from .base import _CHOSEN, SpecError, default_spec_path
 
 __all__ = [
     "EVIDENCE",
@@ -31,17 +31,13 @@ __all__ = [
     "Profile",
     "Rule",
     "Spec",
-    "SpecError",
     "State",
     "StopReason",
     "Transition",
     "default_spec",
-    "default_spec_path",
     "load_rules",
     "load_spec",
     "parse_spec",
-    "shipped_spec_path",
-    "spec_chosen",
     "using_spec",
 ]
 
@@ -52,23 +48,6 @@ _RULE_ID = re.compile(r"^R\d+$")
 _INV_ID = re.compile(r"^INV-[A-Z0-9-]+$")
 _IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
 _UPPER = re.compile(r"^[A-Z][A-Z0-9_]*$")
-
-
-class SpecError(ValueError):
-    """A definition error in the spec. ``entry`` names what is wrong, ``field`` where."""
-
-    def __init__(
-        self, message: str, *, entry: str = "", field: str = "", path: str = "", line: int = 0
-    ) -> None:
-        self.message = message
-        self.entry = entry
-        self.field = field
-        self.path = path
-        self.line = line
-        where = f"{path}:{line}: " if path and line else (f"{path}: " if path else "")
-        what = f"{entry}: " if entry else ""
-        fld = f"{field}: " if field else ""
-        super().__init__(f"{where}{what}{fld}{message}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,39 +327,6 @@ class Spec:
 # --------------------------------------------------------------------------------------------
 
 
-#: The spec chosen with ``--spec`` (innermost :func:`using_spec` last); empty: the shipped one.
-_CHOSEN: list[Path] = []
-
-
-@functools.cache
-def shipped_spec_path() -> Path:
-    """The spec shipped with loopspec: ``spec/loop.toml`` of the source tree when loopspec runs from
-    one (an editable install, ``src/`` on the path), else the copy packaged in the wheel
-    (``loopspec/spec/loop.toml``, put there at build time from the same top-level ``spec/``)."""
-    here = Path(__file__).resolve()
-    repo = here.parents[2] / "spec" / "loop.toml"
-    packaged = here.parent / "spec" / "loop.toml"
-    if here.parents[1].name == "src" and repo.is_file():
-        return repo
-    if packaged.is_file():
-        return packaged
-    if repo.is_file():
-        return repo
-    raise SpecError(f"cannot find the spec: neither {packaged} (an installed loopspec) nor {repo} "
-                    "(a source checkout) exists; reinstall loopspec or give --spec FILE")
-
-
-def spec_chosen() -> bool:
-    """Whether a spec other than the shipped one is the default (:func:`using_spec`, ``--spec``)."""
-    return bool(_CHOSEN)
-
-
-def default_spec_path() -> Path:
-    """The spec every default refers to: the one chosen with :func:`using_spec` (``--spec``), else the
-    shipped one. Its rules (SPEC.md), bounds.toml, conformance/ and schema/ are looked for beside it."""
-    return _CHOSEN[-1] if _CHOSEN else shipped_spec_path()
-
-
 _DEFAULT: dict[Path | None, Spec] = {}
 
 
@@ -420,8 +366,8 @@ def load_spec(path: str | Path | None = None) -> Spec:
     if key in _CACHE:
         return _CACHE[key]
     try:
-        text = _safejson.read_text(p, what="spec")
-    except _safejson.JsonInputError as exc:
+        text = safejson.read_text(p, what="spec")
+    except safejson.JsonInputError as exc:
         raise SpecError(f"cannot read the spec: {exc.message()}", path=str(p), line=exc.line or 0) from None
     spec = parse_spec(text, path=str(p))
     _CACHE[key] = spec
@@ -509,8 +455,8 @@ def parse_spec(text: str, *, path: str = "<spec>") -> Spec:
 def _parse_spec(text: str, path: str) -> Spec:
     ctx = _Ctx(text, path)
     try:  # TOML under the limits JSON input gets (depth, integer digits, finite numbers)
-        doc = _safejson.parse_toml(text)
-    except _safejson.JsonInputError as exc:
+        doc = safejson.parse_toml(text)
+    except safejson.JsonInputError as exc:
         raise SpecError(exc.message(), path=path, line=exc.line or 0) from None
 
     meta = doc.get("meta", {})
@@ -747,8 +693,8 @@ def load_rules(path: str | Path | None = None, spec: Spec | None = None) -> tupl
     """
     p = Path(path) if path is not None else default_spec_path().with_name("SPEC.md")
     try:
-        text = _safejson.read_text(p, what="rules text")
-    except _safejson.JsonInputError as exc:
+        text = safejson.read_text(p, what="rules text")
+    except safejson.JsonInputError as exc:
         if exc.reason == "no such file":
             raise SpecError("no such file (the rules text, SPEC.md, is looked for next to the spec; "
                             "give --rules FILE)", path=str(p)) from None
@@ -795,7 +741,7 @@ def _write_invariant_ids(path: Path) -> set[str]:
     there is no such file (a user's spec without section 6)."""
     if not path.is_file():
         return set()
-    from ._writes_spec import load_write_spec  # section 6's own loader (it imports this module)
+    from .writes import load_write_spec  # section 6's own loader (it imports this module)
 
     return {i.id for i in load_write_spec(path).invariants}
 

@@ -4,7 +4,7 @@
   (+ the run id under the scope ``run``), never the call id.
 * :class:`WriteTool` — a write's declaration (R36–R38), checked by :func:`write_tool_problems`.
 * :data:`OP_TRANSITIONS` / :func:`op_step` — one operation's machine (``spec/writes.toml``).
-* The **decisions** the engine (:mod:`loopspec._oplog`) and the model checker
+* The **decisions** the engine (:mod:`loopspec.engine.oplog`) and the model checker
   (:mod:`loopspec.checker.writes`) both follow: :func:`on_request` (what a request for a key does,
   given the key's operation state), :func:`on_response` (how the external system's answer is
   recorded), :func:`before_lookup` (what is recorded while a lookup is asked and not yet answered:
@@ -20,7 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ._core import canonical_json
+from .rules import canonical_json
+
+Json = Any
 
 __all__ = [
     "CORRECT",
@@ -30,12 +32,14 @@ __all__ = [
     "OP_STATES",
     "OP_TRANSITIONS",
     "RECONCILE",
+    "RUN_ID",
     "SCOPES",
     "VARIANTS",
     "OpError",
     "Policy",
     "WriteTool",
     "before_lookup",
+    "business_key",
     "check_against_spec",
     "idempotency_key",
     "on_lookup",
@@ -45,6 +49,7 @@ __all__ = [
     "op_step",
     "op_transition_id",
     "reachable",
+    "write_tool",
     "write_tool_problems",
 ]
 
@@ -253,8 +258,38 @@ def check_against_spec(ws: Any) -> list[str]:
         problems.append("kinds or scopes differ")
     if {v.id for v in ws.variants} != set(VARIANTS):
         problems.append(f"variants: spec says {sorted(v.id for v in ws.variants)}, core says {sorted(VARIANTS)}")
-    from ._core import CODE_TABLE  # checked against loop.toml's codes by _core.check_against_spec
+    from .rules import CODE_TABLE  # checked against loop.toml's codes by _core.check_against_spec
 
     if CODE_TABLE.get(OUTCOME_UNKNOWN, ("",))[0] != "unknown":
         problems.append("code OUTCOME_UNKNOWN (kind unknown) missing from the code table")
     return problems
+
+
+#: The run id of every writes step (each step has a fresh state directory and external system).
+RUN_ID: Final = "run-1"
+
+
+def write_tool(tool: Json) -> WriteTool | None:
+    """The pure core's declaration of a tool of a writes step (None when it is not a well-formed write)."""
+    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+        return None
+    key = tool.get("key")
+    if not isinstance(key, dict) or not isinstance(key.get("arguments"), list) or not key["arguments"] \
+            or not all(isinstance(a, str) for a in key["arguments"]):
+        return None
+    scope, reconcile = key.get("scope", "principal"), tool.get("reconcile", "record")
+    if scope not in SCOPES or reconcile not in RECONCILE:
+        return None
+    return WriteTool(tool["name"], tuple(key["arguments"]), reconcile, scope)
+
+
+def business_key(tool: Json, arguments: Json, principal: Json, run_id: str) -> str | None:
+    """The harness's own business key of a dispatch (R37: :func:`loopspec.core.writes.idempotency_key` of the
+    declared key arguments); None when the arguments do not name them (the judge reports the dispatch)."""
+    wt = write_tool(tool)
+    if wt is None or not isinstance(arguments, dict) or not isinstance(principal, str):
+        return None
+    try:
+        return idempotency_key(wt, arguments, principal, run_id)
+    except (ValueError, TypeError):
+        return None

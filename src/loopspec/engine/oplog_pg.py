@@ -1,8 +1,8 @@
 """The operation ledger of SPEC.md section 6 on a PostgreSQL server (psycopg 3; the optional extra ``postgres``):
 for several workers, on several machines, sharing one ledger.
 
-The same tables as :class:`~loopspec._oplog.SQLiteOperationLedger`, the same checks (the machine of
-``spec/writes.toml``, :func:`loopspec._oplog._next`): each state change is one transaction that takes the
+The same tables as :class:`~loopspec.engine.oplog.SQLiteOperationLedger`, the same checks (the machine of
+``spec/writes.toml``, :func:`loopspec.engine.oplog._next`): each state change is one transaction that takes the
 key's transaction-scoped advisory lock, reads the key's state inside it, and writes the new state and the
 audit row — so two workers cannot both fire a transition from one state (the loser reads again, R44).
 """
@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ._oplog import OpRecord, _next
+from .oplog import OpRecord, _next
 
 __all__ = ["PostgresOperationLedger"]
 

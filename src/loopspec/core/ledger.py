@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Final
 
-from ._core import canonical_json
+from .rules import canonical_json
 
 __all__ = ["LEDGER_VERSION", "Ledger", "digest", "dumps_event", "read_events"]
 

@@ -1,6 +1,6 @@
 """The judge of a writes step (spec/PROTOCOL.md section 8, SPEC.md section 6).
 
-The reference is the pure core's decisions (:mod:`loopspec._writes`: ``on_request``,
+The reference is the pure core's decisions (:mod:`loopspec.core.writes`: ``on_request``,
 ``on_response``, ``on_lookup``, ``on_recovery``, ``op_step``), run request by request on the step's
 calls and fed what the harness observed — the outcome of each dispatch, the answer of each lookup,
 each restart of the implementation's process. Lookups may come at any time (they send nothing): each
@@ -18,19 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _writes as w
-from ._judge import (
-    PROTOCOL_CODES,
-    TraceError,
-    Verdict,
-    Violation,
-    _need,
-    _rules_by_id,
-    default_spec,
-    describe_answer,
-    describe_call,
-    same_json,
-)
+from ..core import writes as w
+from .batch import _rules_by_id, describe_answer, describe_call, same_json
+from .verdict import PROTOCOL_CODES, TraceError, Verdict, Violation, _need, default_spec
 
 __all__ = ["judge_writes", "parse_writes_config"]
 
@@ -95,7 +85,7 @@ def _same_answer(exp: Mapping[str, Json], obs: Json) -> bool:
 
 
 def _tools(cfg: Mapping[str, Json]) -> dict[str, tuple[w.WriteTool, Mapping[str, Json]]]:
-    from .fuzz._writes_harness import write_tool
+    from ..core.writes import write_tool
 
     raw = cfg.get("tools")
     _need(isinstance(raw, list), "trace.config.tools", "must be a list")
@@ -112,7 +102,7 @@ def _tools(cfg: Mapping[str, Json]) -> dict[str, tuple[w.WriteTool, Mapping[str,
 def parse_writes_config(cfg: Json, calls: Json) -> tuple[dict[str, tuple[w.WriteTool, Mapping[str, Json]]], str,
                                                           int, str]:
     """(tools, principal, budget, run id) of a writes step; :class:`TraceError` names the bad field."""
-    from .fuzz._writes_harness import RUN_ID
+    from ..core.writes import RUN_ID
 
     _need(isinstance(cfg, dict), "trace.config", "must be an object")
     assert isinstance(cfg, dict)
@@ -142,7 +132,7 @@ def parse_writes_config(cfg: Json, calls: Json) -> tuple[dict[str, tuple[w.Write
 
 
 def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
-    from .fuzz._writes_harness import business_key
+    from ..core.writes import business_key
 
     spec = spec or default_spec()
     cfg = trace.get("config")

@@ -32,7 +32,7 @@ process (exit 0), as does the end of input.
 Held answers (protocol v1.1, spec/PROTOCOL.md sections 6 and 7): :meth:`Server.send_request` sends a
 request without waiting for its answer, :meth:`Server.wait_answer` reads until the answer to one of
 those arrives (at once when none is outstanding) and :meth:`Server.forget` drops one that was cancelled;
-``loopspec.fuzz._adapter.serve_stdio`` builds a concurrent step's ``execute.held`` from them.
+``loopspec.protocol.executor.serve_stdio`` builds a concurrent step's ``execute.held`` from them.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Final
 
-from . import _safejson
+from ..support import safejson
 
 Json = Any
 
@@ -55,7 +55,7 @@ INVALID_PARAMS: Final = -32602
 INTERNAL: Final = -32603
 
 #: What an adapter reads: the loader's limits (spec/PROTOCOL.md section 1).
-LIMITS: Final = _safejson.DEFAULT_LIMITS
+LIMITS: Final = safejson.DEFAULT_LIMITS
 
 
 class Stop(BaseException):
@@ -88,7 +88,7 @@ class Lines:
 
     TOO_LONG: Final = object()
 
-    def __init__(self, fd: int, limits: _safejson.Limits = LIMITS) -> None:
+    def __init__(self, fd: int, limits: safejson.Limits = LIMITS) -> None:
         self.fd = fd
         self.limit = limits.max_bytes
         self.buf = bytearray()
@@ -129,7 +129,7 @@ class Server:
     returns its result (raising :class:`RemoteError` for an error answer)."""
 
     def __init__(self, handler: Callable[[str, Json, Callable[[str, Json], Json]], Json], rfd: int = 0,
-                 wfd: int = 1, limits: _safejson.Limits = LIMITS,
+                 wfd: int = 1, limits: safejson.Limits = LIMITS,
                  translate: Callable[[BaseException], tuple[int, str, Json]] | None = None) -> None:
         self.handler = handler
         self.lines = Lines(rfd, limits)
@@ -144,7 +144,7 @@ class Server:
 
     # -- wire ------------------------------------------------------------------------------
     def send(self, message: Json) -> None:
-        data = (_safejson.dumps(message) + "\n").encode("utf-8")
+        data = (safejson.dumps(message) + "\n").encode("utf-8")
         view = memoryview(data)
         try:
             while view:
@@ -164,8 +164,8 @@ class Server:
             if not line.strip():
                 continue
             try:
-                return _safejson.parse_line(line, limits=self.limits, what="message"), None
-            except _safejson.JsonInputError as exc:
+                return safejson.parse_line(line, limits=self.limits, what="message"), None
+            except safejson.JsonInputError as exc:
                 return None, _error(None, PARSE_ERROR, "Parse error", exc.message())
 
     # -- serving ---------------------------------------------------------------------------
@@ -229,7 +229,7 @@ class Server:
         finally:
             self.busy = None
         try:
-            _safejson.dumps(result)
+            safejson.dumps(result)
         except (ValueError, TypeError, RecursionError) as exc:
             return _error(rid, INTERNAL, "Internal error", f"the result is not JSON: {type(exc).__name__}")
         return {"jsonrpc": JSONRPC, "id": rid, "result": result}
@@ -337,7 +337,7 @@ def _initialize_problem(params: Json) -> str | None:
         return 'initialize takes {"protocolVersion": 1}'
     v = params.get("protocolVersion")
     if v.__class__ is not int or v != PROTOCOL_VERSION:
-        shown = "missing" if "protocolVersion" not in params else _safejson.dumps(v)
+        shown = "missing" if "protocolVersion" not in params else safejson.dumps(v)
         shown = shown if len(shown) <= 40 else shown[:39] + "…"
         return f"unsupported protocolVersion {shown}: this implementation speaks version {PROTOCOL_VERSION}"
     return None

@@ -1,7 +1,7 @@
 """The reference engine: a ``transitions`` machine built from ``spec/loop.toml``.
 
 States, triggers and the order of guarded transitions come from the spec data; every guard is a
-pure predicate of :mod:`loopspec._core`; every effect is the core's state update plus the I/O it
+pure predicate of :mod:`loopspec.core.rules`; every effect is the core's state update plus the I/O it
 needs (asking the model, entering a tool, writing the ledger). There is no second hand-written
 copy of the machine: change the spec and the engine follows (or refuses to build, naming what is
 missing).
@@ -23,25 +23,24 @@ from typing import TYPE_CHECKING, Any
 
 from transitions import Machine
 
-from . import _core as core
-from ._core import Answer, Limits, Outcome, RunConfig, RunState, ToolSchema
-from ._ledger import LEDGER_VERSION, Ledger, digest
-from ._spec import Spec, Transition, load_spec
+from ..core import rules as core
+from ..core.ledger import LEDGER_VERSION, Ledger, digest
+from ..core.rules import Answer, Limits, Outcome, RunConfig, RunState, ToolSchema
+from ..spec.loader import Spec, Transition, load_spec
+from .base import EngineError, ToolFailure, Uncharged, WriteAnswer
 
 if TYPE_CHECKING:
-    from ._writeloop import RunWrites
+    from .writeloop import RunWrites
 
 __all__ = [
     "Background",
     "BatchOutcome",
     "CancelToken",
-    "EngineError",
     "RunOutcome",
     "ScriptedBackground",
     "ThreadBackground",
     "Tool",
     "ToolContext",
-    "ToolFailure",
     "Turn",
     "arun_batch",
     "arun_loop",
@@ -51,22 +50,6 @@ __all__ = [
 ]
 
 Json = Any
-
-
-class EngineError(RuntimeError):
-    """The engine cannot be built or driven from this spec (a definition error, not a run outcome)."""
-
-
-class ToolFailure(Exception):
-    """Raised by a tool to fail with a category (R17). ``detail`` is for your logs only: it never
-    reaches an answer, the ledger or the outcome."""
-
-    def __init__(self, category: str, detail: str = "") -> None:
-        if category not in core.FAILURE_CATEGORIES:
-            raise ValueError(f"unknown failure category {category!r}; use one of {core.FAILURE_CATEGORIES}")
-        self.category = category
-        self.detail = detail
-        super().__init__(category)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +119,7 @@ class Tool:
             if not isinstance(v, bool):
                 raise core.ToolDefinitionError(name, f".annotations.{k}", "must be true or false")
         if write is not None:
-            from ._writes import write_tool_problems
+            from ..core.writes import write_tool_problems
 
             problems = write_tool_problems(write, dict(input_schema) if input_schema is not None else {}, ann)
             if write.name != name:
@@ -906,25 +889,6 @@ def _output_outcome(tl: Tool, output: Json) -> Outcome:
     return Outcome.success(output)
 
 
-class WriteAnswer(Exception):
-    """A write's error answer from the operation ledger (section 6): its code as is — ``OUTCOME_UNKNOWN``
-    (R42) or the budget's — not mapped to a failure category; ``charged`` False when the write recorded no
-    dispatch mark (R45)."""
-
-    def __init__(self, code: str, charged: bool = True) -> None:
-        super().__init__(code)
-        self.code = code
-        self.charged = charged
-
-
-@dataclass(frozen=True, slots=True)
-class Uncharged:
-    """A write's successful answer for which no dispatch mark was recorded (a replay from the operation
-    ledger, a recorded answer after a restart): its execution is not charged (R45)."""
-
-    output: Json
-
-
 def _run_tool(tl: Tool, arguments: dict[str, Json], ctx: ToolContext) -> Outcome:
     """Enter the tool. Exceptions become categories; their text never leaves this function."""
     try:
@@ -1143,7 +1107,7 @@ def run_loop(
     tm = _tool_map(tools)
     events, ops = _ledgers(ledger, operation_ledger, operations, "run_loop")
     config, pol = _loop_config(spec, tm, limits, mode, on_limit, principal, run_id, max_concurrency, overlap)
-    from ._writeloop import writes_for_run
+    from .writeloop import writes_for_run
 
     with writes_for_run(tm, ops, config, resuming=_resuming) as writes:
         run = _Run(

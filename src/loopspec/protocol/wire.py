@@ -1,5 +1,5 @@
 """Reading one message from an implementation, through the project's hardened loader
-(:mod:`loopspec._safejson`: limits on line length, depth, integer digits, non-finite numbers,
+(:mod:`loopspec.support.safejson`: limits on line length, depth, integer digits, non-finite numbers,
 invalid UTF-8), with each refusal named by a protocol *kind* for the finding (spec/PROTOCOL.md,
 "Limits"). The only place where bytes from the implementation become Python values; nothing it
 accepts can later break an encoder.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .._safejson import MAX_BYTES, MAX_DEPTH, MAX_INT_DIGITS, JsonInputError, check_value, fast_loader
+from ..support.safejson import MAX_BYTES, MAX_DEPTH, MAX_INT_DIGITS, JsonInputError, check_value, fast_loader
 
 __all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_LINE", "WireError", "check_message", "decode_line"]
 

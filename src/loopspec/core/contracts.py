@@ -1,6 +1,6 @@
 """Whole-batch contracts for CrossHair: the pure core driven end to end on symbolic inputs.
 
-``crosshair check loopspec._contracts`` explores these functions symbolically. Small integers
+``crosshair check loopspec.core.contracts`` explores these functions symbolically. Small integers
 stand for the interchangeable values of a batch (call ids, argument values, which executions
 fail); each postcondition is an observable property of the spec (rule ids in the comments), and
 the last one is that no invariant of loop.toml is violated in the final state.
@@ -8,7 +8,7 @@ the last one is that no invariant of loop.toml is violated in the final state.
 
 from __future__ import annotations
 
-from ._core import (
+from .rules import (
     Limits,
     Outcome,
     RunConfig,

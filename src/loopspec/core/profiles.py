@@ -2,7 +2,7 @@
 
 Pure. A :class:`Params` holds one value for every parameter of ``spec/loop.toml``'s ``[[parameter]]``
 table (the strict default unless a profile chooses otherwise). Under the strict default the
-reference is the core's own :func:`loopspec._core.drive`, untouched; under any other choice it is
+reference is the core's own :func:`loopspec.core.rules.drive`, untouched; under any other choice it is
 :func:`drive`, which sequences the same core effects (``decide``, ``answer_error``, ``bind_id``, …)
 with the parameters applied at the points the spec names:
 
@@ -25,9 +25,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _core as core
-from ._core import CODE_TABLE, Answer, Outcome, RunState, ToolSchema, canonical_json
-from ._spec import Profile, Spec
+from ..spec.loader import Profile, Spec
+from . import rules as core
+from .rules import CODE_TABLE, Answer, Outcome, RunState, ToolSchema, canonical_json
 
 __all__ = ["Params", "Parser", "arguments_valid", "drive", "params_for", "parse_replies", "proposal_refusal",
            "set_aside", "transform_proposal"]
@@ -330,7 +330,7 @@ def _store_success(s: RunState) -> None:
 
 def drive(s: RunState, model: Callable[[RunState], Json], outcome_for: Callable[[RunState, core.Execution], Outcome],
           p: Params, spec: Spec) -> RunState:
-    """Run ``s`` to its terminal state under ``p`` (the strict default: exactly :func:`loopspec._core.drive`)."""
+    """Run ``s`` to its terminal state under ``p`` (the strict default: exactly :func:`loopspec.core.rules.drive`)."""
     if p.strict(spec):
         return core.drive(s, model, outcome_for)
 

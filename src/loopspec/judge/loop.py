@@ -5,7 +5,7 @@ batch judge's comparisons for what a loop shares with a batch (executions, princ
 and adds the loop's own: the model requests (round numbers and the answers shown to the model,
 R18), the limits (R19, R20), the final answer (R22, R28) and the outcome fields.
 
-The reference is the pure driver :func:`loopspec._core.drive`, given the model's replies the
+The reference is the pure driver :func:`loopspec.core.rules.drive`, given the model's replies the
 harness recorded (``model`` events, in order) and the tool outcomes it gave (``execute`` events,
 in order). The outcome fields are those of the engine's ``RunOutcome.to_json()`` that describe
 the run, plus ``rounds`` (:data:`LOOP_RESULT_FIELDS`). A deadline is not reproducible from a trace:
@@ -18,41 +18,43 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from . import _core as core
-from ._core import CODE_TABLE, Limits, Outcome, RunConfig, RunState
-from ._judge import (
+from ..core import rules as core
+from ..core.profiles import Params, parse_replies, set_aside
+from ..core.profiles import drive as profiled_drive
+from ..core.rules import CODE_TABLE, Limits, Outcome, RunConfig, RunState
+from ..spec.loader import Spec
+from ..support.text import compact
+from .batch import (
     _LAST,
-    ERROR_FIELDS,
-    PROTOCOL_CODES,
     Expected,
-    TraceError,
-    Verdict,
-    Violation,
     _answer_finding,
     _execution_finding,
     _Finding,
-    _need,
     _principal_finding,
     _rules_by_id,
     abort_code_finding,
     attribute_executions,
     check_results_shape,
-    default_spec,
     describe_call,
     end_rule,
     observed_invariants,
     parse_tools,
     pick_invariant,
     same_json,
-    shows_canary,
     spec_answer_text,
     split_events,
     wire_answer,
 )
-from ._profiles import Params, parse_replies, set_aside
-from ._profiles import drive as profiled_drive
-from ._spec import Spec
-from ._text import compact
+from .verdict import (
+    ERROR_FIELDS,
+    PROTOCOL_CODES,
+    TraceError,
+    Verdict,
+    Violation,
+    _need,
+    default_spec,
+    shows_canary,
+)
 
 __all__ = ["LOOP_RESULT_FIELDS", "LoopConfig", "judge_loop", "loop_result_fields", "parse_loop_config"]
 
@@ -62,7 +64,7 @@ Json = Any
 def loop_result_fields() -> tuple[str, ...]:
     """The fields of a ``loop.run`` result: ``RunOutcome.to_json()`` without the run id and the
     implementation-internal counters, plus ``rounds`` (= ``counters.modelRequests``)."""
-    from ._engine import RunOutcome
+    from ..engine.reference import RunOutcome
 
     sample = RunOutcome(run_id="", status="", stop_reason="", coverage="", answers=(), executed=0, executions=(),
                         aborted=None, counters={}, final=None).to_json()

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _safejson
-from ._engine import RunOutcome, Tool, ToolContext, ToolFailure, run_batch
-from ._spec import default_spec_path
+from ..spec.base import default_spec_path
+from ..support import safejson
+from .base import ToolFailure
+from .reference import RunOutcome, Tool, ToolContext, run_batch
 
 __all__ = [
     "VectorResult",
@@ -41,7 +42,7 @@ def load_batch_vectors(path: str | Path | None = None) -> dict[str, Json]:
     """A batch vector file, read through the hardened loader and checked for the shape
     ``run_batch_vector`` relies on; raises ValueError naming the file and the field."""
     p = Path(path) if path is not None else conformance_dir() / "batch.json"
-    doc = _safejson.load_json(p, what="vector file")  # JsonInputError is a ValueError
+    doc = safejson.load_json(p, what="vector file")  # JsonInputError is a ValueError
     if not isinstance(doc, dict) or doc.get("format") != "loopspec-batch-vectors/1":
         got = doc.get("format") if isinstance(doc, dict) else None
         raise ValueError(f"{p}: format: unsupported vector format {got!r} (loopspec-batch-vectors/1)")
@@ -247,7 +248,7 @@ def run_concurrent_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]
 
 def load_loop_vectors(path: str | Path | None = None) -> dict[str, Json]:
     p = Path(path) if path is not None else conformance_dir() / "loop.json"
-    doc = _safejson.load_json(p, what="vector file")
+    doc = safejson.load_json(p, what="vector file")
     if not isinstance(doc, dict) or doc.get("format") != "loopspec-loop-vectors/1":
         got = doc.get("format") if isinstance(doc, dict) else None
         raise ValueError(f"{p}: format: unsupported vector format {got!r} (loopspec-loop-vectors/1)")
@@ -269,7 +270,7 @@ def _loop_behaviour(kind: str, name: str, attempt: Callable[[], int]) -> Callabl
 
 
 def _denied(patterns: list[Mapping[str, Json]], tool_name: str, arguments: Mapping[str, Json]) -> bool:
-    from ._core import canonical_json
+    from ..core.rules import canonical_json
 
     for p in patterns:
         if p.get("tool") == tool_name and all(
@@ -283,10 +284,10 @@ def _denied(patterns: list[Mapping[str, Json]], tool_name: str, arguments: Mappi
 def run_loop_vector(case: Mapping[str, Json], toolsets: Mapping[str, Json]) -> VectorResult:
     import threading
 
-    from ._core import Limits
-    from ._engine import CancelToken, run_loop
-    from ._ledger import Ledger
-    from ._oplog import MemoryOperationLedger
+    from ..core.ledger import Ledger
+    from ..core.rules import Limits
+    from .oplog import MemoryOperationLedger
+    from .reference import CancelToken, run_loop
 
     specs = case["tools"] if "tools" in case else toolsets[case["toolset"]]
     clock_cfg = case.get("clock", {})
@@ -418,7 +419,7 @@ class _External:
 
 def _write_tool(t: Mapping[str, Json], inner: Callable[..., Json], external: _External,
                 attempts: dict[str, int]) -> Tool:
-    from ._writes import WriteTool
+    from ..core.writes import WriteTool
 
     reconcile = t["write"]["reconcile"]
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._wire import MAX_LINE, WireError, decode_line
+from .wire import MAX_LINE, WireError, decode_line
 
 __all__ = ["HOLD", "Channel", "Peer", "ProtocolFailure", "RpcError"]
 

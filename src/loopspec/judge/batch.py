@@ -2,7 +2,7 @@
 
 Pure: a *trace* (plain JSON data: the configuration, the proposed calls and the exchange the
 harness observed) goes in, a :class:`Verdict` (plain data) comes out. The judge computes what the
-spec requires with the pure reference driver (:func:`loopspec._core.drive`), feeding it the tool
+spec requires with the pure reference driver (:func:`loopspec.core.rules.drive`), feeding it the tool
 outcomes the harness really gave, in execution order, and reports the FIRST divergence between
 that and what the implementation did, with the rule it breaks (SPEC.md), the invariant the
 observed behaviour violates (computed by the core's invariant checks on a state rebuilt from the
@@ -25,7 +25,7 @@ Schema in ``spec/schema/trace.schema.json``. A batch trace::
 principal, which comes before a wrong answer; protocol failures (the run produced no answer)
 come after the executions observed before them; totals (``executed``, ``aborted``) come last.
 
-Loop traces (``"kind": "loop"``) are judged by :mod:`loopspec._judge_loop`, which reuses the
+Loop traces (``"kind": "loop"``) are judged by :mod:`loopspec.judge.loop`, which reuses the
 pieces below.
 """
 
@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from . import _core as core
-from ._core import (
+from ..core import rules as core
+from ..core.profiles import Params, Parser, set_aside
+from ..core.profiles import drive as profiled_drive
+from ..core.rules import (
     CODE_TABLE,
     FAILURE_CATEGORIES,
     Answer,
@@ -48,153 +50,29 @@ from ._core import (
     RunState,
     canonical_json,
 )
-from ._profiles import Params, Parser, params_for, set_aside
-from ._profiles import drive as profiled_drive
-from ._spec import Profile, Spec, load_rules
-from ._spec import default_spec as _default_spec
-from ._text import compact
-
-__all__ = [
-    "PROTOCOL_CODES",
-    "TRACE_FORMAT",
-    "TraceError",
-    "Verdict",
-    "Violation",
-    "judge",
-    "judge_batch",
-]
+from ..spec.loader import Spec, load_rules
+from ..support.text import compact
+from .verdict import (
+    ERROR_FIELDS,
+    PROTOCOL_CODES,
+    TraceError,
+    Verdict,
+    Violation,
+    _need,
+    default_spec,
+    shows_canary,
+)
 
 Json = Any
 
-TRACE_FORMAT: Final = "loopspec-trace/1"
-
-#: Tool exceptions raised by loopspec's harnesses carry this marker in their message (R15): text that shows it
-#: is the exception's text, which only a profile with error_text = exception-text may show the model.
-CANARY_PREFIX: Final = "loopspec-canary-"
-
-
-def shows_canary(value: Json) -> bool:
-    """Does any string in ``value`` (any JSON value, nested) carry a tool exception's canary?"""
-    if isinstance(value, str):
-        return CANARY_PREFIX in value
-    if isinstance(value, dict):
-        return any(shows_canary(k) or shows_canary(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(shows_canary(v) for v in value)
-    return False
-
-
-def _error_text_view(trace: Mapping[str, Json], keep_canary: bool) -> Mapping[str, Json]:
-    """The trace with the message of every error answer set aside, except (``keep_canary``) a message that
-    shows a tool exception's canary. Under a profile with ``error_text`` other than ``fixed`` (SPEC.md
-    section 4) that is how the trace is judged: the framework's own text is accepted. Under the strict
-    spec, :func:`judge` judges this view first, so that a message that is merely not the code's fixed text
-    (R15) is reported only when nothing else diverges."""
-
-    def answers(rs: Json) -> Json:
-        if not isinstance(rs, list):
-            return rs
-        return [{k: v for k, v in r.items() if k != "message"}
-                if isinstance(r, dict) and r.get("status") == "error" and "message" in r
-                and not (keep_canary and shows_canary(r["message"])) else r for r in rs]
-
-    events = trace.get("events")
-    if not isinstance(events, list):
-        return trace
-    out = []
-    for ev in events:
-        if isinstance(ev, dict) and ev.get("type") == "model" and "results" in ev:
-            ev = {**ev, "results": answers(ev["results"])}
-        elif isinstance(ev, dict) and ev.get("type") == "response" and isinstance(ev.get("result"), dict):
-            ev = {**ev, "result": {**ev["result"], "results": answers(ev["result"].get("results"))}}
-        out.append(ev)
-    return {**trace, "events": out}
-
-#: Protocol findings: the implementation broke the adapter protocol (spec/PROTOCOL.md) rather than
-#: a rule of SPEC.md, so no answer could be compared.
-PROTOCOL_CODES: Final[Mapping[str, str]] = {
-    "P1": "the implementation process could not start, exited or closed its output",
-    "P2": "no message from the implementation within the per-request timeout",
-    "P3": "a line on the implementation's stdout that is not a JSON-RPC 2.0 message",
-    "P4": "a JSON-RPC envelope error: a response with the wrong id, an error response, an unknown method",
-    "P5": "a message whose params or result do not have the shape the protocol defines",
-    "P6": "the initialize handshake failed or the implementation lacks the capability for this mode",
-    "P7": "a divergence that a fresh process does not reproduce (state carried across runs, or nondeterminism)",
-}
-
-#: Fields an error answer may carry on the wire (R15: the structure, nothing else).
-ERROR_FIELDS: Final = frozenset({"id", "status", "code", "message", "next_action", "request_id"})
-
-
-class TraceError(ValueError):
-    """The trace itself is malformed (not a divergence of the implementation). Names the field."""
-
-    def __init__(self, where: str, message: str) -> None:
-        self.where, self.message = where, message
-        super().__init__(f"{where}: {message}")
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One divergence between the spec and the implementation."""
-
-    rule: str  # SPEC.md rule id (R6, ...) or a protocol code (P1..P7)
-    kind: str  # short machine-readable name, e.g. "replay-reexecuted"
-    index: int | None  # request index, when the divergence belongs to one request
-    expected: Json
-    observed: Json
-    explanation: str
-    invariant: str | None = None
-    invariants: tuple[str, ...] = ()  # every invariant the observed behaviour violates
-    transition: str | None = None  # the spec transition the expected behaviour takes at `index`
-    checked_by: tuple[str, ...] = ()  # the invariants SPEC.md cites for the rule ("Checked by:")
-
-    def to_json(self) -> dict[str, Json]:
-        return {
-            "rule": self.rule,
-            "kind": self.kind,
-            "invariant": self.invariant,
-            "invariants": list(self.invariants),
-            "checkedBy": list(self.checked_by),
-            "index": self.index,
-            "transition": self.transition,
-            "expected": self.expected,
-            "observed": self.observed,
-            "explanation": self.explanation,
-        }
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The judge's answer for one trace: ``ok``, or the first violation; plus both behaviours."""
-
-    violation: Violation | None
-    expected: Mapping[str, Json] = field(default_factory=dict)
-    observed: Mapping[str, Json] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.violation is None
-
-    def to_json(self) -> dict[str, Json]:
-        return {
-            "ok": self.ok,
-            "violation": None if self.violation is None else self.violation.to_json(),
-            "expected": dict(self.expected),
-            "observed": dict(self.observed),
-        }
+__all__ = [
+    "judge_batch",
+]
 
 
 # --------------------------------------------------------------------------------------------
 # Spec-derived lookups (never hand-copied: codes -> transitions -> rules)
 # --------------------------------------------------------------------------------------------
-
-
-
-
-def default_spec() -> Spec:
-    """The default spec (the shipped one, or the one chosen with ``--spec``), loaded once per choice."""
-    return _default_spec()
 
 
 _RULES: dict[str, dict[str, tuple[str, ...]]] = {}
@@ -319,11 +197,6 @@ class BatchConfig:
                           for n, _ in self.tools) or "none"
         conc = f", max_concurrency={self.max_concurrency}" if self.max_concurrency > 1 else ""
         return f"budget={self.budget}, mode={self.mode}, principal={self.principal!r}{conc}, tools=[{names}]"
-
-
-def _need(cond: bool, where: str, message: str) -> None:
-    if not cond:
-        raise TraceError(where, message)
 
 
 def parse_tools(raw: Json, where: str) -> tuple[tuple[tuple[str, Json], ...], dict[str, core.ToolSchema]]:
@@ -1152,38 +1025,6 @@ def check_results_shape(results: Sequence[Json], where: str) -> str | None:
 # --------------------------------------------------------------------------------------------
 # The judge
 # --------------------------------------------------------------------------------------------
-
-
-def judge(trace: Json, *, spec: Spec | None = None, profile: Profile | str | None = None) -> Verdict:
-    """Judge one trace (batch or loop), against the strict spec or under a profile's documented
-    choices (SPEC.md section 4). Raises :class:`TraceError` for a malformed trace."""
-    _need(isinstance(trace, dict), "trace", "must be an object")
-    _need(trace.get("format") == TRACE_FORMAT, "trace.format", f"must be {TRACE_FORMAT!r}")
-    kind = trace.get("kind")
-    params = None
-    if profile is not None and not (isinstance(profile, Params)):
-        params = params_for(spec or default_spec(), profile)
-    elif isinstance(profile, Params):
-        params = profile
-    if params is not None and params.strict(spec or default_spec()):
-        params = None  # the strict default is exactly the core's reference
-    if kind == "writes":  # protocol v1.2 (PROTOCOL.md section 8): section 6's judge; no profiles
-        from ._judge_writes import judge_writes
-
-        return judge_writes(trace, spec=spec)
-    if kind not in ("batch", "loop"):
-        raise TraceError("trace.kind", "must be \"batch\", \"loop\" or \"writes\"")
-    if kind == "batch":
-        run = judge_batch
-    else:
-        from ._judge_loop import judge_loop as run
-    if params is not None and params["error_text"] != "fixed":
-        return run(_error_text_view(trace, params["error_text"] != "exception-text"), spec=spec, params=params)
-    view = _error_text_view(trace, True)
-    if view == trace:
-        return run(trace, spec=spec, params=params)
-    v = run(view, spec=spec, params=params)
-    return run(trace, spec=spec, params=params) if v.ok else v
 
 
 def split_events(events: Json) -> tuple[list[ObservedExecution], list[Mapping[str, Json]], dict[str, Json] | None,

@@ -1,7 +1,7 @@
 """Section 6 in the loop engine: the write tools of a run go through its durable operation ledger.
 
 :func:`writes_for_run` wraps each write tool of a run (``Tool.write`` set) so that its execution is a
-:class:`~loopspec._oplog.WriteExecutor` request — intent, dispatch mark, send, result, answer (R39–R41),
+:class:`~loopspec.engine.oplog.WriteExecutor` request — intent, dispatch mark, send, result, answer (R39–R41),
 ``OUTCOME_UNKNOWN`` (R42), reconciliation before any re-send (R43), replay from the ledger (R44), the
 dispatch budget (R45) — and, at the end of the run, reconciles what is unknown (R46).
 :func:`resume` continues a crashed run: every unknown outcome of the run is reconciled through the
@@ -17,12 +17,16 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from . import _core as core
-from . import _writes as w
-from ._ledger import digest
-from ._oplog import OperationLedger, OpRecord, Rejected, WriteExecutor, WriteHandler, open_operation_ledger
+from ..core import rules as core
+from ..core import writes as w
+from ..core.ledger import digest
+from .oplog import OperationLedger, OpRecord, Rejected, WriteExecutor, WriteHandler
+from .oplog_open import open_operation_ledger
 
-__all__ = ["RunWrites", "resume", "writes_for_run"]
+__all__ = [
+    "RunWrites",
+    "writes_for_run",
+]
 
 _NO_LIMIT = 2**31 - 1
 
@@ -112,7 +116,7 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
                    resuming: bool = False) -> Iterator[RunWrites]:
     """The run's writes (:class:`RunWrites`): write tools wrapped so that each request goes through the operation
     ledger ``ops``; without write tools, the tools as they are."""
-    from ._engine import EngineError, ToolFailure, Uncharged, WriteAnswer
+    from .base import EngineError, ToolFailure, Uncharged, WriteAnswer
 
     writes = {n: t for n, t in tools.items() if t.write is not None}
     if not writes:
@@ -165,21 +169,3 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
             ledger.close()
 
 
-def resume(run_id: str, model: Callable[[Any], Any], *, tools: Any, operation_ledger: Any = None, ledger: Any = None,
-           **kwargs: Any) -> Any:
-    """Continue run ``run_id`` after a crash (SPEC.md R46), from its operation ledger ``operation_ledger`` (a path
-    to the SQLite file, a ``postgresql://`` URL, or an OperationLedger object): first every write of the run
-    whose outcome is unknown — a dispatch mark without a result, or an unknown answer — is reconciled through
-    its tool's lookup (R43); then the loop runs again under ``run_id`` with ``model`` and ``tools`` (the same
-    ones, and the same principal, as the crashed run): a request whose answer the ledger recorded gets it
-    again, a confirmed key is answered from the ledger (R44), and nothing is sent twice. ``ledger`` is the run
-    ledger (a :class:`~loopspec.Ledger`) the resumed run's events go to. Other keyword arguments are
-    :func:`run_loop`'s. Returns the run's outcome; ``outcome.unreconciled`` lists the keys still unknown.
-    (Deprecated, for one release: the operation ledger given as ``ledger=``, with a DeprecationWarning.)"""
-    from ._engine import EngineError, _ledgers, run_loop
-
-    events, ops = _ledgers(ledger, operation_ledger, kwargs.pop("operations", None), "resume")
-    if ops is None:
-        raise EngineError("resume needs the run's operation ledger (operation_ledger=): a path to its SQLite file, "
-                          "a postgresql:// URL or an OperationLedger")
-    return run_loop(model, tools=tools, ledger=events, operation_ledger=ops, run_id=run_id, _resuming=True, **kwargs)

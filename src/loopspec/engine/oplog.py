@@ -2,13 +2,13 @@
 
 * :class:`OperationLedger` — the narrow interface (a server database can implement it): one
   operation per business key, each state change one transaction that checks the machine of
-  ``spec/writes.toml`` (:func:`loopspec._writes.op_step`), and each run's recorded answers.
+  ``spec/writes.toml`` (:func:`loopspec.core.writes.op_step`), and each run's recorded answers.
 * :class:`SQLiteOperationLedger` — the embedded default: stdlib :mod:`sqlite3`, WAL, ``synchronous=FULL``,
   ``BEGIN IMMEDIATE`` … ``COMMIT`` per state change; :class:`MemoryOperationLedger` for tests.
 * :class:`WriteExecutor` — answers the requests of one run for write tools: intent, dispatch mark,
   send, result, answer (R39–R41), ``OUTCOME_UNKNOWN`` (R42), reconciliation before any re-send (R43),
   replay from the ledger (R44), dispatch budget (R45), :meth:`~WriteExecutor.resume` and
-  :meth:`~WriteExecutor.finish` (R46). Its decisions are the pure core's (:mod:`loopspec._writes`).
+  :meth:`~WriteExecutor.finish` (R46). Its decisions are the pure core's (:mod:`loopspec.core.writes`).
 
 Crash points (``writes.toml [[crash_point]]``): when the environment variable ``LOOPSPEC_CRASH_AT``
 names one, the process kills itself with SIGKILL the first time it gets there — what the crash tests
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import _writes as w
-from ._ledger import digest
+from ..core import writes as w
+from ..core.ledger import digest
 
 __all__ = [
     "MemoryOperationLedger",
@@ -46,7 +46,6 @@ __all__ = [
     "SQLiteOperationLedger",
     "WriteExecutor",
     "WriteHandler",
-    "open_operation_ledger",
 ]
 
 CRASH_ENV = "LOOPSPEC_CRASH_AT"
@@ -97,7 +96,7 @@ class OperationLedger(Protocol):
 
 def _next(rec: OpRecord | None, key: str, name: str, run_id: str, intent: Mapping[str, str] | None,
           result: Any) -> OpRecord:
-    """The record after transition ``name`` (:class:`~loopspec._writes.OpError` when the machine forbids it)."""
+    """The record after transition ``name`` (:class:`~loopspec.core.writes.OpError` when the machine forbids it)."""
     state = rec.state if rec is not None else "absent"
     dest = w.op_step(state, name)
     if name == "record_intent":
@@ -256,20 +255,6 @@ class SQLiteOperationLedger:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def open_operation_ledger(ledger: OperationLedger | str | Path | None) -> OperationLedger:
-    """A ledger from what a caller gave: a ``postgresql://`` / ``postgres://`` URL means PostgreSQL (the extra
-    ``postgres``), another path SQLite, ``None`` an in-memory one."""
-    if ledger is None:
-        return MemoryOperationLedger()
-    if isinstance(ledger, str) and ledger.startswith(("postgresql://", "postgres://")):
-        from ._oplog_pg import PostgresOperationLedger
-
-        return PostgresOperationLedger(ledger)
-    if isinstance(ledger, str | Path):
-        return SQLiteOperationLedger(ledger)
-    return ledger
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The tool kinds, what an external system offers to reconcile, the states and transitions of one
 operation in the operation ledger, the crash points, the answer code and stop reason of section 6,
 its invariants and the broken variants the model checker must catch. Definition errors are
-:class:`~loopspec._spec.SpecError` naming the entry and field.
+:class:`~loopspec.spec.base.SpecError` naming the entry and field.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _safejson
-from ._spec import SpecError, default_spec_path
+from ..support import safejson
+from .base import SpecError, default_spec_path
 
 __all__ = ["OpState", "OpTransition", "WriteSpec", "load_write_spec", "write_spec_path"]
 
@@ -198,8 +198,8 @@ def load_write_spec(path: str | Path | None = None) -> WriteSpec:
     key = str(p.resolve())
     if key not in _CACHE:
         try:
-            text = _safejson.read_text(p, what="spec")
-        except _safejson.JsonInputError as exc:
+            text = safejson.read_text(p, what="spec")
+        except safejson.JsonInputError as exc:
             raise SpecError(f"cannot read the write spec: {exc.message()}", path=str(p), line=exc.line or 0) from None
         _CACHE[key] = parse_write_spec(text, str(p))
     return _CACHE[key]
