@@ -212,7 +212,7 @@ def handle(args: argparse.Namespace) -> int:
                              result=result, strict=strict_result, out=out)
         say(f"report: {', '.join(paths)}")
     if args.format == "json":
-        from ..fuzz._campaign import finding_summary
+        from ..fuzz._outputs import finding_summary
         from ..fuzz._model import json_text
 
         def doc(r: Any, where: Path) -> dict[str, Any]:
