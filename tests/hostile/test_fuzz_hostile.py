@@ -82,6 +82,59 @@ def test_a_busy_pipe_never_hangs_the_fuzzer(mode: str, code: str, kind: str, tmp
     assert_all_json_parses(written_files(tmp_path))
 
 
+@pytest.mark.parametrize(("mode", "code", "kind", "words"), [
+    ("half-line", "P2", "timeout", "within 2 s"),                   # half an answer, then silence: the read's deadline
+    ("half-line-exit", "P1", "exited", "after the partial line"),   # half an answer, then it dies between two writes
+])
+def test_half_a_message_is_a_finding_not_a_hang(mode: str, code: str, kind: str, words: str, tmp_path: Path) -> None:
+    """Issue 32: an implementation that writes half a message and then stops (or dies between its two writes)."""
+    t0 = time.monotonic()
+    run = fuzz(tmp_path, impl(mode), "--timeout", "2", "--max-examples", "3", "--shrink-time", "3", wall=90)
+    assert_sane(run, exit_code=1, max_rss_mb=300)
+    assert time.monotonic() - t0 < 45
+    assert protocol_errors(tmp_path).get(code) == kind, findings(tmp_path)
+    detail = next(c["verdict"]["observed"]["protocolError"]["detail"] for c in (case(tmp_path, r) for r in
+                                                                             findings(tmp_path)))
+    assert words in detail, detail
+
+
+def test_an_implementation_that_stops_reading_is_a_timeout_not_a_hung_write(tmp_path: Path) -> None:
+    """Issue 32: an implementation that answers initialize and never reads its stdin again. A message larger
+    than the pipe's buffer (a case with a 300 kB argument) blocked the harness in write() for ever: --timeout
+    fired only on reads (replay was killed after 40 s). A write now waits as long as a read would: P2 after ~2 s."""
+    made = fuzz(tmp_path / "found", f"{sys.executable} {EXAMPLE} --bug replay-reexecutes", "--max-examples", "20",
+                "--shrink-time", "5", wall=90)
+    assert_sane(made, exit_code=1)
+    doc = json.loads((tmp_path / "found" / "R6.json").read_text(encoding="utf-8"))
+    doc["steps"][0]["calls"][0]["arguments"] = {"flag": True, "pad": "x" * 300_000}
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(doc), encoding="utf-8")
+    t0 = time.monotonic()
+    run = run_cli(["replay", str(big), "--impl", impl("deaf-after-initialize"), "--timeout", "2"], wall=60)
+    assert_sane(run, exit_code=1)
+    assert time.monotonic() - t0 < 30, run.describe()
+    assert "it stopped reading its stdin" in run.stdout and "P2" in run.stdout, run.describe()
+
+
+def test_a_write_to_a_process_that_does_not_read_has_the_read_deadline() -> None:
+    """protocol.rpc.Channel.send: with a timeout, a write the other side does not take ends in P2 (a message of
+    1 MB into a pipe of 64 kB); without one (the implementation's own side of the protocol) it waits as before."""
+    from loopspec.protocol.rpc import Channel, ProtocolFailure
+
+    r, w = os.pipe()
+    try:
+        ch = Channel(os.open(os.devnull, os.O_RDONLY), w, timeout=0.5)
+        t0 = time.monotonic()
+        with pytest.raises(ProtocolFailure) as err:
+            ch.send({"jsonrpc": "2.0", "id": 1, "method": "batch.run", "params": {"pad": "x" * 1_000_000}})
+        assert 0.4 < time.monotonic() - t0 < 5
+        assert (err.value.code, err.value.kind) == ("P2", "timeout") and "stopped reading" in err.value.detail
+        assert os.get_blocking(w), "the pipe is left as it was"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def test_endless_model_requests_are_a_flood_finding(tmp_path: Path) -> None:
     run = fuzz(tmp_path, impl("model-flood"), "--mode", "loop", "--timeout", "2", "--max-examples", "5",
                "--shrink-time", "3", wall=90)

@@ -12,6 +12,7 @@ never a Python traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -205,18 +206,49 @@ class Channel:
         self.blank_bytes = 0
         self.tap: Callable[[str, Json], None] | None = None  # sees every message: ("out" | "in", message)
 
-    def send(self, message: Json) -> None:
+    def send(self, message: Json, deadline: float | None = None) -> None:
+        """Write one message. A write waits for the other side to read, as long as a read would wait for it to
+        answer: until ``deadline`` (an absolute ``time.monotonic()``), by default the channel's timeout from
+        now — past it, the other side stopped reading (P2), never a hang in ``write()``."""
         if self.tap is not None:
             self.tap("out", message)
         data = _encode(message)
         view = memoryview(data)
+        if deadline is None:
+            deadline = self.deadline()
+        blocking = deadline is None
         try:
+            if not blocking:
+                os.set_blocking(self.wfd, False)
             while view:
-                n = os.write(self.wfd, view)
+                try:
+                    n = os.write(self.wfd, view)
+                except BlockingIOError:
+                    n = 0
                 view = view[n:]
+                if view and not blocking:
+                    assert deadline is not None
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise ProtocolFailure(
+                            "P2", "timeout", f"it stopped reading its stdin: {len(data) - len(view)} of the {len(data)} "
+                            f"bytes of a message written, the rest not taken within {self.timeout:g} s" + (
+                                "" if self.exit_fd is None or not self._exit_ready() else "; it has exited"))
+                    select.select([], [self.wfd], [], left)
         except (BrokenPipeError, ConnectionResetError, OSError) as exc:
             raise ProtocolFailure("P1", "exited", self._eof_detail(f"cannot write to its stdin ({exc.strerror})")) from None
+        finally:
+            if not blocking:
+                with contextlib.suppress(OSError):
+                    os.set_blocking(self.wfd, True)
         self.sent += 1
+
+    def _exit_ready(self) -> bool:
+        try:
+            ready, _, _ = select.select([self.exit_fd], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return bool(ready)
 
     def _eof_detail(self, what: str) -> str:
         extra = self.on_eof() if self.on_eof is not None else ""

@@ -61,6 +61,17 @@ def misbehave(rid: int, method: str, params: dict) -> None:
             n += 1
             send({"jsonrpc": "2.0", "id": n, "method": "model.next", "params": {"round": n, "results": []}})
             read()
+    if MODE == "deaf":  # stops reading its stdin: asks for tools whose answers it never reads (they fill the pipe)
+        call = {"callId": "c1", "name": "lookup", "arguments": {"pad": "p" * 4000}, "context": {"principal": "x"}}
+        for n in range(1, 1000):
+            send({"jsonrpc": "2.0", "id": n, "method": "tool.execute", "params": call})
+        time.sleep(3600)
+    if MODE == "half-line":  # half an answer, then silence with the line open
+        raw('{"jsonrpc": "2.0", "id": %d, "res' % rid)
+        time.sleep(3600)
+    if MODE == "half-line-exit":  # half an answer, then it dies between its two writes
+        raw('{"jsonrpc": "2.0", "id": %d, "res' % rid)
+        os._exit(5)
     if MODE == "fork-holder":  # a child keeps the pipes; the adapter itself exits
         if os.fork() == 0:
             time.sleep(60)
@@ -92,6 +103,8 @@ def main() -> None:
         if method == "initialize":
             send({"jsonrpc": "2.0", "id": rid, "result": {"name": "hostile", "version": "1",
                                                            "capabilities": {"batch": True, "loop": True}}})
+            if MODE == "deaf-after-initialize":  # never reads again: what the harness writes piles up in the pipe
+                time.sleep(3600)
         elif method == "shutdown":
             send({"jsonrpc": "2.0", "id": rid, "result": None})
             return
