@@ -67,10 +67,10 @@ def misbehave(rid: int, method: str, params: dict) -> None:
             send({"jsonrpc": "2.0", "id": n, "method": "tool.execute", "params": call})
         time.sleep(3600)
     if MODE == "half-line":  # half an answer, then silence with the line open
-        raw('{"jsonrpc": "2.0", "id": %d, "res' % rid)
+        raw('{"jsonrpc": "2.0", "id": ' + str(rid) + ', "res')
         time.sleep(3600)
     if MODE == "half-line-exit":  # half an answer, then it dies between its two writes
-        raw('{"jsonrpc": "2.0", "id": %d, "res' % rid)
+        raw('{"jsonrpc": "2.0", "id": ' + str(rid) + ', "res')
         os._exit(5)
     if MODE == "fork-holder":  # a child keeps the pipes; the adapter itself exits
         if os.fork() == 0:
