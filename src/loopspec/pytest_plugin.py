@@ -38,8 +38,9 @@ if pytest is not None:
 
             out = Path(options.pop("out", tmp_path / "loopspec-fuzz"))
             result = fuzz(target, out=out, **options)
-            if not result.ok:
-                texts = [render_finding(f, str(target), str(out / f"{f.rule}.json")) for f in result.findings]
+            if not result.ok:  # the replay line names the target as `loopspec replay --impl` takes it (module:attr)
+                impl = result.impl or str(target)
+                texts = [render_finding(f, impl, str(out / f"{f.cause}.json")) for f in result.findings]
                 pytest.fail(f"loopspec: {len(result.findings)} divergence(s) from the spec (seed {result.seed})\n\n"
                             + "\n".join(texts), pytrace=False)
             return result
