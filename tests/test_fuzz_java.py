@@ -171,7 +171,7 @@ def test_java_writes_campaign_finds_and_shrinks_each_broken_variant(java_cmd: li
     if bug == "failed-before-lookup":  # the crash at the recovery's lookup survives the reduction (W3, W5)
         assert f.verdict.violation is not None and f.verdict.violation.kind == "resent-after-cut-lookup"
         assert f.steps[0].get("crashes"), f.steps
-    assert replay(tmp_path / f"{f.rule}.json", java_cmd, timeout=20.0).ok  # the correct executor passes the case
+    assert replay(tmp_path / f"{f.cause}.json", java_cmd, timeout=20.0).ok  # the correct executor passes the case
 
 
 def test_java_ledger_drops_a_journal_line_cut_by_a_kill(java_cmd: list[str], tmp_path: Path) -> None:
