@@ -185,6 +185,19 @@ def from_initialize(info: Json) -> Declaration | None:
     return declaration_from({k: info[k] for k in ("tools", "unsupported") if k in info}, "the initialize result")
 
 
+def _page(cursor: str) -> dict[str, Json]:
+    """The next page's arguments of ``ClientSession.list_tools``: ``params`` in the mcp SDK 2, ``cursor`` in 1."""
+    import inspect
+
+    from mcp import ClientSession
+
+    if "params" in inspect.signature(ClientSession.list_tools).parameters:
+        from mcp.types import PaginatedRequestParams
+
+        return {"params": PaginatedRequestParams(cursor=cursor)}
+    return {"cursor": cursor}
+
+
 def tools_from_mcp(command: str, *, timeout: float = 30.0) -> Declaration:
     """The ``tools/list`` of the MCP server ``command`` starts (stdio transport, the ``mcp`` SDK), every page."""
     import shlex
@@ -210,9 +223,9 @@ def tools_from_mcp(command: str, *, timeout: float = 30.0) -> Declaration:
             await session.initialize()
             cursor = None
             while True:
-                page = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
-                tools += [t.model_dump(mode="json", exclude_none=True) for t in page.tools]
-                cursor = page.nextCursor
+                page = await session.list_tools(**_page(cursor)) if cursor else await session.list_tools()
+                tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+                cursor = getattr(page, "next_cursor", None) or getattr(page, "nextCursor", None)
                 if not cursor:
                     return tools
 
@@ -225,6 +238,8 @@ def tools_from_mcp(command: str, *, timeout: float = 30.0) -> Declaration:
     except TimeoutError:
         raise DeclarationError(f"mcp:{command}: no tools/list answer within {timeout:g} s") from None
     except Exception as exc:  # the server could not start, or broke the protocol
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:  # anyio's task groups wrap it
+            exc = exc.exceptions[0]
         raise DeclarationError(f"mcp:{command}: {type(exc).__name__}: {exc}") from None
     return declaration_from({"tools": tools}, f"mcp:{command}")
 
