@@ -444,7 +444,7 @@ class Campaign:
                     old = path.with_name(path.name.removesuffix(".json") + suffix)
                     if old.is_file() and not old.is_symlink() and old.name not in self.files.written:
                         old.unlink()
-        known = frozenset(self.findings)
+        known = frozenset(c for c, f in self.findings.items() if f.shrunk)  # a provisional one is reduced again
         if known:
             self.settings = dataclasses.replace(self.settings, known=known)
 
