@@ -331,3 +331,24 @@ def test_the_minimal_python_adapter_passes_a_campaign(tmp_path: Path) -> None:
     assert len(adapter.read_text().splitlines()) < 75 and code  # small enough to copy
     r = fuzz(f"{sys.executable} {adapter}", max_examples=25, seed=4, out=tmp_path)
     assert r.ok, [f.cause for f in r.findings]
+
+
+def test_in_writes_mode_the_annotations_decide_which_declared_tools_are_writes(tmp_path: Path) -> None:
+    from loopspec.fuzz._writes_gen import WritesGenerator
+
+    declared = load_declaration({"tools": [
+        {"name": "charge", "inputSchema": {"type": "object", "properties": {"invoice": {"type": "string"},
+                                                                            "cents": {"type": "integer"}},
+                                           "required": ["invoice"]}, "annotations": {"destructiveHint": True}},
+        {"name": "balance", "inputSchema": {"type": "object", "properties": {"invoice": {"type": "string"}}},
+         "annotations": {"readOnlyHint": True}}]})
+    steps = [pl.step for i in range(10) for pl in WritesGenerator(seed=1, declared=declared).example(i)[0]]
+    for st in steps:
+        assert [(t["name"], t["kind"], t["key"]["arguments"]) for t in st["config"]["tools"]] == \
+            [("charge", "write", ["invoice"])]  # balance is read-only: no write
+        assert all(c["name"] == "charge" and c["arguments"]["invoice"] in ("A", "B", "C") for c in st["calls"])
+    r = fuzz(example_cmd("key-by-call-id"), mode="writes", tools=declared.to_json(), max_examples=30, seed=1,
+             out=tmp_path)
+    assert "R37" in {f.rule for f in r.findings}
+    with pytest.raises(ValueError, match="no declared tool is a write"):
+        WritesGenerator(seed=1, declared=load_declaration([{"name": "x", "annotations": {"readOnlyHint": True}}]))

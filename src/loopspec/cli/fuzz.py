@@ -197,6 +197,12 @@ def handle(args: argparse.Namespace) -> int:
 
     profile = check_profile(args.profile)
     declared = load_tools(args)
+    if declared is not None and declared.tools and args.mode == "writes":
+        from ..fuzz._writes_gen import declared_writes
+
+        if not declared_writes(declared.tools):
+            raise UsageError("--tools: --mode writes needs a declared tool that is a write (annotations without "
+                             "readOnlyHint true, and a property to key it by)")
     strict_result = None
     jobs = args.jobs if args.dask is None else max(args.jobs, 2)
     try:

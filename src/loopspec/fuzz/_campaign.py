@@ -117,7 +117,8 @@ class Explorer:
         # the stages
         self.gen: Generator | WritesGenerator
         if settings.mode == "writes":
-            self.gen = WritesGenerator(seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls)
+            self.gen = WritesGenerator(seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls,
+                                       declared=settings.declared)
         else:
             self.gen = Generator(settings.mode, seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls,
                                  normalize=factory.step_normalizer(), concurrency=settings.concurrency,
