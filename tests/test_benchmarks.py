@@ -100,3 +100,11 @@ def test_verify_speed_quick_runs() -> None:
     row = re.search(r"^concurrent\s+([\d,]+) ", out, re.M)
     assert row and int(row.group(1).replace(",", "")) == expected, out  # the committed state count
     assert "time to exhaust the scopes measured" in out
+
+
+def test_oracle_flow_counts_no_backward_entry() -> None:
+    """The oracle's stages run in order: checking a ledger, a telemetry export and a transcript, control enters
+    a module of an earlier stage (or the driver) from a later one not once (counted under sys.setprofile)."""
+    out = _run("oracle_flow.py")
+    assert out.count("backward entries (into an earlier stage or a driver): 0") == 3, out
+    assert "_check -> _read" in out and "_check -> _judge" in out and "BACKWARD" not in out

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..oracle._check import (
+    HISTORY_FORMATS,
     INPUT_FORMATS,
     TELEMETRY_FORMATS,
     FileResult,
@@ -31,10 +32,9 @@ from ..oracle._check import (
     check_file,
     iter_check_file,
 )
-from ..oracle._histories import FORMATS as HISTORY_FORMATS
+from ..oracle._options import DEFAULT_MAX_LINE, Options
 from ..oracle._records import LEDGER_NOT_WITNESSED, MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
 from ..oracle._split import check_split, is_ledger
-from ..oracle._stream import DEFAULT_MAX_LINE, Options
 from ..spec.base import default_spec_path
 from ..support import safejson
 from ..support.progress import Status

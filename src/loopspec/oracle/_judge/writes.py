@@ -19,8 +19,8 @@ run's operations as the operation ledger held them at the restart (SPEC.md R46, 
   was cancelled with the write in flight), and every one still unknown was reconciled after it became
   unknown (R46). Whether the final answer finds a write unknown (T35) is computed from these events.
 
-Pure bookkeeping over plain data: the verdicts are :class:`~loopspec.oracle._ledger.Divergence` /
-:class:`~loopspec.oracle._ledger.RunInputError`, raised as the rest of the replay raises them.
+Pure bookkeeping over plain data: the verdicts are :class:`~loopspec.oracle._divergence.Divergence` /
+:class:`~loopspec.oracle._divergence.RunInputError`, raised as the rest of the replay raises them.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..core import writes as w
-from ._divergence import Divergence, RunInputError
+from ...core import writes as w
+from .._divergence import Divergence, RunInputError
 
 if TYPE_CHECKING:
-    from ._divergence import CheckerView as RunChecker
+    from .._divergence import CheckerView as RunChecker
 
 Json = Any
 
