@@ -31,7 +31,7 @@ def _lint(src: Path, config: Path) -> subprocess.CompletedProcess[str]:
 def test_the_import_contracts_hold() -> None:
     res = _lint(SRC, ROOT / "pyproject.toml")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "Contracts: 3 kept, 0 broken." in res.stdout
+    assert "Contracts: 4 kept, 0 broken." in res.stdout
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +99,34 @@ def test_an_oracle_stage_calling_back_into_an_earlier_one_fails(copy: Path) -> N
     assert "oracle stages: detect -> read -> group -> judge -> record" in res.stdout
     assert "loopspec.oracle._judge is not allowed to import loopspec.oracle._read" in res.stdout
     assert "loopspec.oracle._judge.ledger -> loopspec.oracle._read.lines" in res.stdout
+
+
+def test_a_fuzz_stage_importing_an_earlier_stage_fails(copy: Path) -> None:
+    # reduction reruns candidates through the runs it is handed: importing the run stage itself calls back
+    target = copy / "src" / "loopspec" / "fuzz" / "_reduce.py"
+    before = _with_line(target, "def _sneak() -> object:\n    from ._run import run_steps\n\n    return run_steps")
+    try:
+        res = _lint(copy / "src", copy / "pyproject.toml")
+    finally:
+        target.write_text(before)
+    assert res.returncode == 1
+    assert "fuzz: a campaign is a straight pipeline" in res.stdout
+    assert "loopspec.fuzz._reduce is not allowed to import loopspec.fuzz._run" in res.stdout
+
+
+def test_the_fuzzer_imports_no_private_name_of_another_package() -> None:
+    """What two packages share is public in the lower one: ``from ..judge.loop import _x`` in the fuzzer is an
+    error (``judge.loop.reply_value`` and ``protocol.executor.parse_limits`` were made public for it)."""
+    import ast
+
+    bad = []
+    for path in sorted((SRC / "loopspec" / "fuzz").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
+                bad += [f"{path.relative_to(SRC)}:{node.lineno}: {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert bad == [], bad
 
 
 def test_at_most_six_modules_sit_loose_at_the_top() -> None:

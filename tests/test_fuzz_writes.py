@@ -365,3 +365,64 @@ def test_a_lookup_of_an_unknown_key_belongs_to_that_key_not_to_the_request_befor
     reconciled too early (R44 / R46 findings against the correct executor, seeds 11 and 12 of 500 examples)."""
     trace = run(None, st)
     assert judge(trace).ok, judge(trace).violation
+
+
+VARIANT = EXAMPLE.parents[2] / "tests" / "writes" / "variant_executor.py"
+
+
+def run_variant(mode: str, step: dict[str, Json]) -> dict[str, Json]:
+    factory = ImplFactory(f"{sys.executable} {VARIANT} {mode}", timeout=10.0)
+    try:
+        impl = factory.open("writes")
+        trace, after = run_writes_step(impl, step, lambda: factory.open("writes"), factory.release)
+        if after is not None:
+            factory.release(after)
+        return trace
+    finally:
+        factory.close()
+
+
+def _seen(trace: dict[str, Json]) -> list[str]:
+    return [e["type"] + (f":{e['outcome']['status']}" if e["type"] != "response" else "") for e in trace["events"]]
+
+
+@pytest.mark.parametrize(("mode", "st", "events", "answers"), [
+    # two redundant lookups before each new attempt: of a fresh key (A), of a key a lookup found not applied (A
+    # again), of a fresh key after it (B)
+    ("eager-lookup", wstep(["A", "A", "B"], [{"lose": "not-applied"}]),
+     ["lookup:not-applied"] * 2 + ["execute:lost"] + ["lookup:not-applied"] * 3 + ["execute:ok"]
+     + ["lookup:not-applied"] * 2 + ["execute:ok", "response"], ["OUTCOME_UNKNOWN", "ok", "ok"]),
+    # the request's lookup is unavailable, asked again at once, and the request answered from the retry (the
+    # correct executor answers it OUTCOME_UNKNOWN, and the end of the run's lookup settles the key)
+    ("retry-lookup", wstep(["A", "A"], [{"lose": "applied"}], outages=[1]),
+     ["execute:lost", "lookup:unavailable", "lookup:applied", "response"], ["OUTCOME_UNKNOWN", "ok"]),
+])
+def test_lookups_the_spec_allows_are_not_findings(mode: str, st: dict[str, Json], events: list[str],
+                                                 answers: list[str]) -> None:
+    """Issue 32: a lookup changes nothing (PROTOCOL.md W3) and is an attempt (R23, R45): an implementation that
+    asks about a key whose outcome is known, or retries an unavailable lookup and answers from the retry, is
+    correct. The judge said R39 missing-dispatch ("did not send it") to the first and R42 to the second."""
+    trace = run_variant(mode, st)
+    assert _seen(trace) == events
+    res = trace["events"][-1]["result"]
+    assert [a.get("code", a["status"]) for a in res["results"]] == answers and res["status"] == "COMPLETED"
+    assert judge(trace).ok, judge(trace).violation
+
+
+@pytest.mark.parametrize(("mode", "st", "kind", "words"), [
+    ("shared-key", wstep(["A", "B"], [], reconcile="record"), "key-shared", "without applying it"),
+    ("shared-key", wstep(["A", "B"], [], reconcile="lookup"), "key-shared", "took it for the same write"),
+    ("made-up-unreconciled", wstep(["A"], [{"lose": "applied"}], reconcile="none"), "end-of-run",
+     "not a key of the run's unknown writes"),
+    ("null-unreconciled", wstep(["A", "B"], [{"lose": "applied"}, {"lose": "applied"}], reconcile="none"),
+     "end-of-run", "None"),
+])
+def test_a_shared_key_and_made_up_unreconciled_keys_are_findings(mode: str, st: dict[str, Json], kind: str,
+                                                                  words: str) -> None:
+    """Issue 32: two business writes under one idempotency key (R37: the second answered with the first's
+    result, never applied) and an outcome whose ``unreconciled`` holds made-up or null keys (R46: the keys are
+    compared, not counted) passed the judge. The correct executor passes the same steps."""
+    v = judge(run_variant(mode, st)).violation
+    assert v is not None and (v.rule, v.kind) == ({"key-shared": "R37"}.get(kind, "R46"), kind), v
+    assert words in v.explanation, v.explanation
+    assert judge(run(None, st)).ok

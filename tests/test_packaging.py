@@ -31,7 +31,8 @@ DISTRIBUTIONS = {
     "langgraph": "langgraph", "langchain_core": "langgraph",
     "smolagents": "smolagents", "llama_index": "llama-index-core",
     "autogen_agentchat": "autogen-agentchat", "autogen_core": "autogen-agentchat",  # core comes with agentchat
-    "google": "google-adk",  # google.adk, google.genai (google-genai comes with google-adk)
+    "google": "google-adk",  # google.adk, google.genai (google-genai comes with google-adk); google.protobuf (monitor)
+    "prometheus_client": "prometheus-client", "opentelemetry": "opentelemetry-proto",  # the monitor extra
 }
 
 

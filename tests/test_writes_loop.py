@@ -319,3 +319,116 @@ def test_R45_a_write_answered_from_the_operation_ledger_is_not_charged_against_t
                    operation_ledger=MemoryOperationLedger(), limits=Limits(max_executions=2), mode="continue",
                    on_limit="error-result")
     assert [r.get("code") for r in out.results] == [None, None, "BUDGET_EXHAUSTED"] and world.effects == {"A": 1, "B": 1}
+
+
+# -- issue 32: the operation ledger fails while the process lives on (R40), resume creates nothing (R46) ----------
+
+def _locked_after_send(world: World, led: SQLiteOperationLedger, hold: list[Any]) -> Tool:
+    """The merchant's tool whose send of order A, once applied, leaves the ledger's file locked by another
+    connection."""
+    import sqlite3
+
+    def send(args: dict[str, Any], ctx: Any) -> Any:
+        out = world.send(args, ctx)
+        if args["order_ref"] == "A":
+            other = sqlite3.connect(led.path, isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")  # what a backup or another process holding the write lock does
+            hold.append(other)
+        return out
+    return Tool.define("create_order", send, SCHEMA, lookup=world.lookup,
+                       write=WriteTool("create_order", ("order_ref",), reconcile="lookup"))
+
+
+def test_R40_an_applied_write_whose_result_cannot_be_recorded_is_unknown_never_a_failure(tmp_path: Path) -> None:
+    """Issue 32: the external system applied the write and the ledger stayed locked past its timeout, so the result
+    could not be recorded. It was answered INTERNAL_ERROR (a failure the model may retry) and the run ended
+    COMPLETED with unreconciled () over a key left `dispatched`, which `loopspec check` then failed (R46). Now:
+    OUTCOME_UNKNOWN, and the run is TRUNCATED/UNRECONCILED with the key listed; its run ledger conforms."""
+    world, hold, events = World(), [], Ledger()
+    led = SQLiteOperationLedger(tmp_path / "ops.sqlite", timeout=0.05)
+    out = run_loop(scripted([("c1", "A")]), tools=[_locked_after_send(world, led, hold)], operation_ledger=led,
+                   ledger=events, run_id="r-1", mode="continue")
+    assert out.results[0]["code"] == "OUTCOME_UNKNOWN" and world.effects == {"A": 1}
+    assert (out.status, out.stop_reason, out.transitions[-1]) == ("TRUNCATED", "UNRECONCILED", "T35")
+    hold[0].rollback()
+    assert [(o.key, o.state) for o in led.operations("r-1")] == [(out.unreconciled[0], "dispatched")]
+    assert _check([dict(e) for e in events.events]) == [("conforms", None)]
+    # the lock gone, resume reconciles it by lookup: applied, nothing sent again
+    again = resume("r-1", scripted([("c1", "A")]), tools=[world.tool()], operation_ledger=led)
+    assert again.status == "COMPLETED" and again.unreconciled == () and world.effects == {"A": 1}
+    assert [o.state for o in led.operations("r-1")] == ["confirmed"]
+    led.close()
+
+
+def test_R40_R46_when_the_ledger_comes_back_the_end_of_run_reconciliation_settles_the_write(tmp_path: Path) -> None:
+    """The lock is released before the final answer: the end of the run records W05 for the dispatch mark left
+    without a result, asks the external system (applied) and the run is COMPLETED — the model was told
+    OUTCOME_UNKNOWN, nothing was sent twice, and the run ledger conforms."""
+    world, hold, events = World(), [], Ledger()
+    led = SQLiteOperationLedger(tmp_path / "ops.sqlite", timeout=0.05)
+
+    def model(turn: Any) -> Any:
+        if hold:
+            hold.pop().rollback()  # the other connection lets go
+        return scripted([("c1", "A")], [("c2", "B")])(turn)
+
+    out = run_loop(model, tools=[_locked_after_send(world, led, hold)], operation_ledger=led, ledger=events,
+                   run_id="r-2", mode="continue")
+    assert [r.get("code", r["status"]) for r in out.results] == ["OUTCOME_UNKNOWN", "ok"]
+    assert (out.status, out.unreconciled) == ("COMPLETED", ()) and world.effects == {"A": 1, "B": 1}
+    assert {o.state for o in led.operations("r-2")} == {"confirmed"}
+    names = [e["op"] for e in events.events if e["type"] == "write_recorded" and e["index"] is None]
+    assert names == ["W05", "W06"], names  # at the end: dispatched -> unknown -> confirmed by lookup
+    assert _check([dict(e) for e in events.events]) == [("conforms", None)]
+    led.close()
+
+
+def test_R40_a_ledger_failure_before_the_dispatch_mark_sends_nothing_and_charges_nothing(tmp_path: Path) -> None:
+    """The file is read-only from the start (SQLITE_READONLY): no intent can be recorded, so nothing is sent; the
+    request is answered DEPENDENCY_TEMPORARY, uncharged (R45), retried once (R23) and answered so again."""
+    world, events = World(), Ledger()
+    led = SQLiteOperationLedger(tmp_path / "ops.sqlite")
+    led._db.execute("PRAGMA query_only = ON")  # what SQLite does with a file it cannot write: SQLITE_READONLY
+    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], operation_ledger=led, ledger=events,
+                   mode="continue")
+    assert out.results[0]["code"] == "DEPENDENCY_TEMPORARY" and world.effects == {}
+    assert (out.status, out.unreconciled) == ("COMPLETED", ())
+    finished = [e for e in events.events if e["type"] == "execution_finished"]
+    assert finished and all(e.get("charged") is False for e in finished)
+    assert _check([dict(e) for e in events.events]) == [("conforms", None)]
+    led.close()
+
+
+@pytest.mark.parametrize("where", ["missing", "empty", "not-a-ledger", "garbage", "other-run"])
+def test_R46_resume_refuses_a_ledger_that_does_not_hold_the_run_and_creates_nothing(tmp_path: Path,
+                                                                                    where: str) -> None:
+    """Issue 32: resume() on a path that did not exist made SQLite create an empty ledger, so the run started
+    afresh and every write was sent again; ``""`` was accepted too. Now it is refused before anything is sent."""
+    from loopspec.engine.oplog import LedgerNotFound
+
+    world = World()
+    path = tmp_path / "ops.sqlite"
+    if where == "not-a-ledger":
+        import sqlite3
+
+        sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+    elif where == "garbage":
+        path.write_bytes(b"not a database at all" * 100)
+    elif where == "other-run":
+        run_loop(scripted([("c1", "B")]), tools=[world.tool()], operation_ledger=path, run_id="another")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(LedgerNotFound, match=r"operation ledger|empty") as err:
+        resume("r-9", scripted([("c1", "A")]), tools=[world.tool()],
+               operation_ledger="" if where == "empty" else str(path))
+    assert isinstance(err.value, EngineError)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before, "nothing created"
+    assert "A" not in world.effects, "nothing sent"
+    if where == "other-run":
+        assert "'r-9' is not in this operation ledger" in str(err.value)
+
+
+def test_R46_run_loop_refuses_an_empty_ledger_path() -> None:
+    from loopspec.engine.oplog import LedgerNotFound
+
+    with pytest.raises(LedgerNotFound, match="empty"):
+        run_loop(scripted([("c1", "A")]), tools=[World().tool()], operation_ledger="")

@@ -212,8 +212,8 @@ def handle(args: argparse.Namespace) -> int:
                              result=result, strict=strict_result, out=out)
         say(f"report: {', '.join(paths)}")
     if args.format == "json":
-        from ..fuzz._campaign import finding_summary
         from ..fuzz._model import json_text
+        from ..fuzz._outputs import finding_summary
 
         def doc(r: Any, where: Path) -> dict[str, Any]:
             return {"ok": r.ok, "interrupted": r.interrupted, "seed": r.seed, "parameters": r.params,

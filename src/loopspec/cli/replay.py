@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from ..fuzz._model import CaseError, load_case
-    from ..fuzz._reduce import replay_case
+    from ..fuzz._run import replay_case
 
     try:
         case = load_case(args.case)

@@ -110,12 +110,15 @@ def op_step(state: str, name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class WriteTool:
-    """A write's declaration: its key arguments (R37), what the external system offers (R38), the key's scope."""
+    """A write's declaration: its key arguments (R37), what the external system offers (R38), the key's scope, and
+    how long a lookup may take before it counts as unavailable (R38; ``None``: no limit, the lookup runs in the
+    caller's thread)."""
 
     name: str
     key_arguments: tuple[str, ...]
     reconcile: Literal["record", "lookup", "none"] = "record"
     scope: Literal["principal", "run"] = "principal"
+    lookup_timeout: float | None = 30.0
 
 
 def write_tool_problems(tool: WriteTool, input_schema: Mapping[str, Any] | None,
@@ -130,6 +133,9 @@ def write_tool_problems(tool: WriteTool, input_schema: Mapping[str, Any] | None,
         out.append(f"{tool.name}: scope must be one of {', '.join(SCOPES)} (R37), got {tool.scope!r}")
     if not tool.key_arguments:
         out.append(f"{tool.name}: a write names at least one key argument (R37): the call id is not a key")
+    lt = tool.lookup_timeout
+    if lt is not None and (isinstance(lt, bool) or not isinstance(lt, int | float) or not lt > 0):
+        out.append(f"{tool.name}: lookup_timeout must be a positive number of seconds or None (R38), got {lt!r}")
     if input_schema is None:
         return out
     props = input_schema.get("properties") or {}

@@ -24,12 +24,14 @@ in every transaction (R40); the model checker and ``examples/python --bug failed
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +39,12 @@ from typing import Any, Protocol
 
 from ..core import writes as w
 from ..core.ledger import digest
+from ..core.rules import canonical_json
+from .base import EngineError
 
 __all__ = [
+    "LedgerFailure",
+    "LedgerNotFound",
     "MemoryOperationLedger",
     "OpRecord",
     "OperationLedger",
@@ -49,6 +55,18 @@ __all__ = [
 ]
 
 CRASH_ENV = "LOOPSPEC_CRASH_AT"
+
+
+class LedgerNotFound(EngineError):
+    """An operation ledger opened to continue a run (``create=False``, :func:`~loopspec.resume`) is not there: the
+    path does not exist or is empty, the file or database has no ledger tables, or the run is not in it. Nothing
+    was created and nothing was sent."""
+
+
+class LedgerFailure(RuntimeError):
+    """The operation ledger failed while the executor read it or recorded a transition: the disk is full, the file
+    is read-only, a lock was held past the timeout, the connection was lost. What failed is not recorded (R40);
+    the executor answers from the last state it knows was recorded (see :meth:`WriteExecutor.call`)."""
 
 
 class Rejected(Exception):
@@ -143,6 +161,10 @@ class MemoryOperationLedger:
     def record_answer(self, run_id: str, index: int, call_id: str, answer: Any) -> None:
         self._answers.setdefault((run_id, index), answer)
 
+    def holds_run(self, run_id: str) -> bool:
+        with self._lock:
+            return any(run == run_id for _k, _n, run in self.log) or any(r == run_id for r, _i in self._answers)
+
     def close(self) -> None:
         pass
 
@@ -164,22 +186,44 @@ CREATE INDEX IF NOT EXISTS operations_run ON operations (run_id);
 class SQLiteOperationLedger:
     """The operation ledger in one SQLite file: WAL, ``synchronous=FULL``, one ``BEGIN IMMEDIATE`` transaction
     per state change (the state is re-read inside it, so two processes on one file cannot both fire a
-    transition from the same state)."""
+    transition from the same state).
 
-    def __init__(self, path: str | Path) -> None:
+    ``timeout`` is how long a transaction waits for another connection's lock before it fails ("database is
+    locked": the executor takes that as the ledger failing, R40). ``create=False`` opens an existing ledger
+    only — what :func:`~loopspec.resume` does: a path that does not exist, the empty path, or a file without
+    the ledger's tables is refused (:class:`LedgerNotFound`) and nothing is created."""
+
+    def __init__(self, path: str | Path, *, timeout: float = 30.0, create: bool = True) -> None:
         self.path = str(path)
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=False)
+        if not self.path:
+            raise LedgerNotFound("the operation ledger's path is empty: SQLite would keep it in a temporary file "
+                                 "that disappears (give the path of its file)")
+        if create:
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout, check_same_thread=False)
+        else:
+            if self.path == ":memory:" or not os.path.isfile(self.path):
+                raise LedgerNotFound(f"{self.path}: no operation ledger there (resume opens an existing one and "
+                                     "creates nothing)")
+            uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=rw"
+            try:
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout,
+                                           check_same_thread=False)
+            except sqlite3.Error as exc:
+                raise LedgerNotFound(f"{self.path}: cannot open the operation ledger ({exc})") from exc
         self._lock = threading.Lock()
         # Several workers may open one new file at once: switching it to WAL takes an exclusive lock for
         # which SQLite does not wait (busy timeout or not), so "database is locked" here is retried
-        # within the connection's 30 s; the schema is created IF NOT EXISTS, so a retry is harmless.
-        deadline = time.monotonic() + 30.0
+        # within the connection's timeout; the schema is created IF NOT EXISTS, so a retry is harmless.
+        deadline = time.monotonic() + timeout
         pause = 0.001
         while True:
             try:
+                if not create:
+                    self._require_tables()
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
-                self._db.executescript(_SCHEMA)
+                if create:
+                    self._db.executescript(_SCHEMA)
                 break
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
@@ -187,6 +231,27 @@ class SQLiteOperationLedger:
                     raise
                 time.sleep(pause)
                 pause = min(pause * 2, 0.05)
+            except BaseException:
+                self._db.close()
+                raise
+
+    def _require_tables(self) -> None:
+        try:
+            names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc):
+                raise
+            raise LedgerNotFound(f"{self.path}: not an operation ledger ({exc})") from exc
+        missing = {"operations", "transitions", "answers"} - names
+        if missing:
+            raise LedgerNotFound(f"{self.path}: not an operation ledger (no table {', '.join(sorted(missing))})")
+
+    def holds_run(self, run_id: str) -> bool:
+        """Has run ``run_id`` recorded anything here (a transition or an answer)?"""
+        with self._lock:
+            row = self._db.execute("SELECT EXISTS (SELECT 1 FROM transitions WHERE run_id = ?) "
+                                   "OR EXISTS (SELECT 1 FROM answers WHERE run_id = ?)", (run_id, run_id)).fetchone()
+        return bool(row[0])
 
     @staticmethod
     def _row(row: tuple[Any, ...] | None) -> OpRecord | None:
@@ -205,7 +270,7 @@ class SQLiteOperationLedger:
     def transition(self, key: str, name: str, *, run_id: str, intent: Mapping[str, str] | None = None,
                    result: Any = None) -> OpRecord:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("BEGIN IMMEDIATE")  # "database is locked" past the timeout: nothing begun
             try:
                 rec = self._row(self._db.execute(f"SELECT {self._COLS} FROM operations WHERE key = ?",
                                                  (key,)).fetchone())
@@ -220,7 +285,7 @@ class SQLiteOperationLedger:
                                  (key, name, rec.state if rec else "absent", new.state, run_id, time.time()))
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
             return new
 
@@ -251,6 +316,13 @@ class SQLiteOperationLedger:
         with self._lock:
             self._db.execute("INSERT OR IGNORE INTO answers (run_id, idx, call_id, answer) VALUES (?,?,?,?)",
                              (run_id, index, call_id, json.dumps(answer)))  # autocommit: one transaction
+
+    def _rollback(self) -> None:
+        """After a failed statement or COMMIT (disk full, I/O error): leave no transaction open, so that the next
+        transition can begin once the fault is gone (SQLite may have rolled it back already)."""
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
 
     def close(self) -> None:
         with self._lock:
@@ -284,9 +356,19 @@ def _default_crash(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_UNSETTLED = frozenset({"dispatched", "unknown"})  # states whose write may have happened, unknown to the run
+
+
 @dataclass
 class WriteExecutor:
-    """Answers the requests of one run (``run_id``) for write tools through an operation ledger."""
+    """Answers the requests of one run (``run_id``) for write tools through an operation ledger.
+
+    When the ledger itself fails (:class:`LedgerFailure`: disk full, read-only, a lock held past the timeout, a
+    lost connection), what failed is not recorded, and a request is answered from the last state of its key this
+    executor knows was recorded (SPEC.md R40): ``dispatched``, ``unknown`` or not known at all — the write may have
+    happened — ``OUTCOME_UNKNOWN``, the key listed unreconciled until a reconciliation records its outcome;
+    ``confirmed`` — the recorded result; otherwise nothing was sent — ``DEPENDENCY_TEMPORARY``. A request's answer
+    that cannot be recorded is still given (a restart decides the request again from its key's state)."""
 
     ledger: OperationLedger
     handlers: Mapping[str, WriteHandler]
@@ -306,6 +388,14 @@ class WriteExecutor:
     listener: Callable[[int | None, str | None, str, str, str, str, OpRecord], None] | None = None
     _args: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     _at: tuple[int | None, str | None] = (None, None)
+    #: key -> (state, result) as this executor last read or recorded it, for the keys of this run
+    _known: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    #: keys whose outcome this executor cannot vouch for: the ledger failed while the write may have happened
+    _unsure: set[str] = field(default_factory=set)
+    #: keys a :meth:`call` is deciding right now (another thread may end the run meanwhile: a cancelled run)
+    _busy: set[str] = field(default_factory=set)
+    _seen: tuple[str, Any] | None = None  # the current request's key as last read or recorded
+    _mu: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         problems = [p for h in self.handlers.values() for p in w.write_tool_problems(h.tool, h.input_schema)]
@@ -315,14 +405,43 @@ class WriteExecutor:
         if problems:
             raise ValueError("; ".join(problems))
 
+    # -- the ledger, its failures told apart from the machine's refusals ---------------------------------
+
+    def _read(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except w.OpError:
+            raise
+        except Exception as exc:
+            raise LedgerFailure(f"the operation ledger failed to {what}: {type(exc).__name__}: {exc}") from exc
+
+    def _get(self, key: str) -> OpRecord | None:
+        rec: OpRecord | None = self._read("read a key", self.ledger.get, key)
+        return rec
+
     def _t(self, key: str, name: str, **kw: Any) -> OpRecord:
         """Record transition ``name`` of ``key`` (one transaction) and tell the listener."""
-        if self.listener is None:
-            return self.ledger.transition(key, name, run_id=self.run_id, **kw)
-        before = self.ledger.get(key)
-        rec = self.ledger.transition(key, name, run_id=self.run_id, **kw)
-        self.listener(*self._at, rec.tool, key, name, before.state if before is not None else "absent", rec)
+        before = self._get(key) if self.listener is not None else None
+        rec: OpRecord = self._read(f"record {name}", lambda: self.ledger.transition(key, name, run_id=self.run_id, **kw))
+        self._note(rec)
+        if self.listener is not None:
+            self.listener(*self._at, rec.tool, key, name, before.state if before is not None else "absent", rec)
         return rec
+
+    def _note(self, rec: OpRecord | None, key: str | None = None) -> None:
+        """What this executor now knows of a key (read or recorded)."""
+        if rec is None:
+            if key is not None and self._seen_key == key:
+                self._seen = ("absent", None)
+            return
+        if rec.run_id == self.run_id or rec.key in self._known:
+            self._known[rec.key] = (rec.state, rec.result)
+            if rec.state not in _UNSETTLED:
+                self._unsure.discard(rec.key)
+        if self._seen_key == rec.key:
+            self._seen = (rec.state, rec.result)
+
+    _seen_key: str | None = None
 
     # -- keys and budget -------------------------------------------------------------------------
 
@@ -335,7 +454,8 @@ class WriteExecutor:
     def dispatched(self) -> int:
         """What this run's budget has spent (R45): its dispatch marks, durable — not its sends, which a crash
         between the mark and the send hides (recovery cannot tell whether that send happened)."""
-        return self.ledger.dispatches(self.run_id)
+        n: int = self._read("count the run's dispatch marks", self.ledger.dispatches, self.run_id)
+        return n
 
     # -- one request ------------------------------------------------------------------------------
 
@@ -345,23 +465,51 @@ class WriteExecutor:
         answered the same call id). ``reuse=False``: decide again (a retry of the execution, R23)."""
         self.marked = False
         self._at = (index, call_id)
-        try:
-            return self._call(index, call_id, name, arguments, reuse)
-        finally:
-            self._at = (None, None)
-
-    def _call(self, index: int, call_id: str, name: str, arguments: Mapping[str, Any], reuse: bool) -> dict[str, Any]:
-        done = self.ledger.answer(self.run_id, index) if reuse else None
-        if done is not None and done.get("id") == call_id:
-            return dict(done)
-        h = self.handlers[name]
         key = self.key(name, call_id, arguments)
-        self._args[key] = arguments
-        answer = self._decide(h, key, call_id, arguments)
-        answer = {"id": call_id, **answer}
-        self.ledger.record_answer(self.run_id, index, call_id, answer)
+        known = self._known.get(key)
+        self._seen_key, self._seen = key, known if known is not None and known[0] == "confirmed" else None
+        with self._mu:
+            self._busy.add(key)
+        try:
+            return self._call(index, call_id, name, key, arguments, reuse)
+        finally:
+            with self._mu:
+                self._busy.discard(key)
+            self._at = (None, None)
+            self._seen_key = None
+
+    def _call(self, index: int, call_id: str, name: str, key: str, arguments: Mapping[str, Any],
+              reuse: bool) -> dict[str, Any]:
+        try:
+            done = self._read("read the request's recorded answer", self.ledger.answer, self.run_id, index) \
+                if reuse else None
+            if done is not None and done.get("id") == call_id:
+                return dict(done)
+            h = self.handlers[name]
+            self._args[key] = arguments
+            answer = {"id": call_id, **self._decide(h, key, call_id, arguments)}
+        except LedgerFailure:
+            answer = {"id": call_id, **self._answer_after_failure(key)}
+        try:
+            self.ledger.record_answer(self.run_id, index, call_id, answer)
+        except w.OpError:
+            raise
+        except Exception:  # not recorded: after a restart the request is decided again from its key (R44)
+            pass
         self.crash_hook("after-answer")
         return answer
+
+    def _answer_after_failure(self, key: str) -> dict[str, Any]:
+        """The answer when the ledger failed while the request was decided: from the key's last state this
+        executor knows was recorded (SPEC.md R40, "When the operation ledger fails")."""
+        seen = self._seen
+        if seen is not None and seen[0] == "confirmed":
+            return {"status": "ok", "output": seen[1]}
+        if seen is None or seen[0] in _UNSETTLED:
+            with self._mu:
+                self._unsure.add(key)
+            return {"status": "error", "code": w.OUTCOME_UNKNOWN}
+        return {"status": "error", "code": "DEPENDENCY_TEMPORARY"}  # nothing was sent for it by this request
 
     def _decide(self, h: WriteHandler, key: str, call_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + self.wait
@@ -377,14 +525,15 @@ class WriteExecutor:
     def _decide_once(self, h: WriteHandler, key: str, call_id: str, arguments: Mapping[str, Any],
                      deadline: float) -> dict[str, Any]:
         for _ in range(4):  # at most: wait for another run, reconcile, then a new attempt
-            rec = self.ledger.get(key)
+            rec = self._get(key)
+            self._note(rec, key)
             state = rec.state if rec else "absent"
-            action = w.on_request(state, h.tool.reconcile, self.policy,
-                                  other_run=rec is not None and rec.run_id != self.run_id)
+            other = rec is not None and rec.run_id != self.run_id
+            action = w.on_request(state, h.tool.reconcile, self.policy, other_run=other)
             if action == "wait_in_flight":
                 while time.monotonic() < deadline:
                     time.sleep(0.01)
-                    now = self.ledger.get(key)
+                    now = self._get(key)
                     if now is None or now.state not in ("intent", "dispatched") or now.run_id == self.run_id:
                         break
                 else:  # still in flight: its outcome is not known to this run, nothing is sent or recorded
@@ -421,6 +570,8 @@ class WriteExecutor:
             self._t(key, "mark_dispatched")
             self.marked = True
             self.crash_hook("after-dispatch-mark")
+        else:
+            self._seen = ("dispatched", None)  # sent before its mark: unsettled from here on
         try:
             output = h.send(arguments, key)
             response: w.Response = "applied"
@@ -442,18 +593,51 @@ class WriteExecutor:
             return {"status": "error", "code": category or "INTERNAL_ERROR"}
         return {"status": "error", "code": w.OUTCOME_UNKNOWN}
 
+    def _lookup(self, h: WriteHandler, key: str, arguments: Mapping[str, Any]) -> tuple[bool, Any] | None:
+        """Ask the external system about ``key`` (R38): ``(applied, result)``, or None when it gave no answer —
+        it raised, it did not answer within the write's ``lookup_timeout``, or what it answered is not an
+        answer (not ``(True|False, JSON)``): each is unavailable (W08), never taken for a fact."""
+        assert h.lookup is not None
+        lookup = h.lookup
+        limit = h.tool.lookup_timeout
+        if limit is None:
+            try:
+                got: Any = lookup(key, arguments)
+            except Exception:
+                return None
+        else:
+            box: list[Any] = []
+
+            def ask() -> None:
+                try:
+                    box.append(lookup(key, arguments))
+                except BaseException:  # unavailable, whatever it was
+                    box.append(None)
+
+            t = threading.Thread(target=ask, name=f"loopspec-lookup-{h.tool.name}", daemon=True)
+            t.start()
+            t.join(limit)
+            if not box:  # still asking: abandoned, its answer (if one ever comes) is not recorded
+                return None
+            got = box[0]
+        if not isinstance(got, tuple | list) or len(got) != 2 or not isinstance(got[0], bool):
+            return None
+        applied, result = got
+        if canonical_json(result) is None:
+            return None
+        return applied, result
+
     def _reconcile(self, h: WriteHandler, key: str, arguments: Mapping[str, Any] | None) -> str:
         """One lookup of an unknown key (R43): its state afterwards."""
         if h.lookup is None or h.tool.reconcile == "none":
             self._t(key, "reconcile_unavailable")
             return "unknown"
-        try:
-            applied, result = h.lookup(key, arguments or {})
-        except Exception:
-            self.crash_hook("after-lookup")
+        answer = self._lookup(h, key, arguments or {})
+        self.crash_hook("after-lookup")  # asked, the answer not recorded: the key is still unknown (R43)
+        if answer is None:
             self._t(key, "reconcile_unavailable")
             return "unknown"
-        self.crash_hook("after-lookup")  # asked, the answer not recorded: the key is still unknown (R43)
+        applied, result = answer
         rec = self._t(key, "reconcile_applied" if applied else "reconcile_not_applied", result=result)
         return rec.state
 
@@ -461,28 +645,58 @@ class WriteExecutor:
 
     def resume(self) -> list[OpRecord]:
         """After a restart (R46): every dispatch mark without a result becomes unknown, and every unknown
-        operation of the run is reconciled, before anything else. Returns the operations still unknown."""
-        for rec in self.ledger.operations(self.run_id):
+        operation of the run is reconciled, before anything else. Returns the operations still unknown.
+        :class:`LedgerFailure` when the ledger fails meanwhile (nothing has been sent)."""
+        for rec in self._read("list the run's operations", self.ledger.operations, self.run_id):
+            self._note(rec)
             t = w.on_recovery(rec.state, self.policy)
             if t is not None:
                 self._t(rec.key, t)
         return self._reconcile_all()
 
     def _reconcile_all(self) -> list[OpRecord]:
+        ops: list[OpRecord] = self._read("list the run's operations", self.ledger.operations, self.run_id)
         if self.policy.retry_without_lookup:
-            return [r for r in self.ledger.operations(self.run_id) if r.state == "unknown"]
-        for rec in self.ledger.operations(self.run_id):
+            return [r for r in ops if r.state == "unknown"]
+        for rec in ops:
             if rec.state == "unknown" and rec.tool in self.handlers:
                 self._reconcile(self.handlers[rec.tool], rec.key, self._args.get(rec.key))
-        return [r for r in self.ledger.operations(self.run_id) if r.state == "unknown"]
+        left: list[OpRecord] = self._read("list the run's operations", self.ledger.operations, self.run_id)
+        return [r for r in left if r.state == "unknown"]
 
     def finish(self) -> dict[str, Any]:
-        """The end of the run (R46): reconcile what is unknown; COMPLETED only when nothing is; otherwise
-        TRUNCATED with stop reason UNRECONCILED and the unknown keys listed. An intent never sent is abandoned."""
-        for rec in self.ledger.operations(self.run_id):
-            if rec.state == "intent":
-                self._t(rec.key, "abandon_intent")
-        unknown = self._reconcile_all()
+        """The end of the run (R46): an intent never sent is abandoned, a dispatch mark left without a result (its
+        outcome could not be recorded, R40) becomes unknown, and every unknown operation is reconciled; COMPLETED
+        only when none is left unknown; otherwise TRUNCATED with stop reason UNRECONCILED and the unknown keys
+        listed. When the ledger fails meanwhile, every key of the run whose write may have happened and whose
+        outcome is not recorded is listed (the keys it cannot vouch for), and the run is not COMPLETED."""
+        try:
+            with self._mu:
+                busy = set(self._busy)
+            for rec in self._read("list the run's operations", self.ledger.operations, self.run_id):
+                self._note(rec)
+                if rec.key in busy:
+                    continue  # a write still running (a cancelled run): its outcome is not known; listed below
+                if rec.state == "intent":
+                    self._t(rec.key, "abandon_intent")
+                elif rec.state == "dispatched" and not self.policy.retry_without_lookup:
+                    self._t(rec.key, "lose_outcome")
+            unknown = {r.key for r in self._reconcile_all()}
+            for rec in self._read("list the run's operations", self.ledger.operations, self.run_id):
+                if rec.key in busy and rec.state in _UNSETTLED | {"intent"}:
+                    unknown.add(rec.key)
+            with self._mu:
+                left = {k for k in self._unsure if self._known.get(k, ("?",))[0] in _UNSETTLED or k not in self._known}
+            # a key whose request found the ledger failing and that the ledger now holds settled is no longer unsure
+            for k in list(left):
+                rec = self._get(k)
+                if rec is None or rec.state not in _UNSETTLED or rec.run_id != self.run_id:
+                    left.discard(k)
+            unknown |= left
+        except LedgerFailure:  # what the end could not settle: every key not known to be confirmed or failed
+            with self._mu:
+                unknown = set(self._unsure) | set(self._busy)
+                unknown |= {k for k, (st, _r) in self._known.items() if st in _UNSETTLED or st == "intent"}
         if unknown:
-            return {"status": "TRUNCATED", "stopReason": "UNRECONCILED", "unreconciled": sorted(r.key for r in unknown)}
+            return {"status": "TRUNCATED", "stopReason": "UNRECONCILED", "unreconciled": sorted(unknown)}
         return {"status": "COMPLETED", "stopReason": None, "unreconciled": []}

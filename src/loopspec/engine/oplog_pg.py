@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .oplog import OpRecord, _next
+from .oplog import LedgerNotFound, OpRecord, _next
 
 __all__ = ["PostgresOperationLedger"]
 
@@ -45,27 +45,66 @@ def _row(row: Any) -> OpRecord | None:
 
 
 class PostgresOperationLedger:
-    """The operation ledger in a PostgreSQL database (``conninfo``: a libpq connection string or URL)."""
+    """The operation ledger in a PostgreSQL database (``conninfo``: a libpq connection string or URL).
 
-    def __init__(self, conninfo: str) -> None:
+    ``timeout`` is the session's ``lock_timeout``: how long a transaction waits for another worker's lock on
+    its key before it fails (the executor takes that as the ledger failing, R40). A connection the server or
+    the network broke is opened again by the next operation (the one that failed is not recorded).
+    ``create=False`` opens an existing ledger only (what :func:`~loopspec.resume` does): a database without the
+    ledger's tables is refused (:class:`~loopspec.engine.oplog.LedgerNotFound`) and nothing is created."""
+
+    def __init__(self, conninfo: str, *, timeout: float = 30.0, create: bool = True) -> None:
         try:
-            import psycopg
+            import psycopg  # noqa: F401 - the extra is installed
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("the PostgreSQL operation ledger needs psycopg 3: pip install 'loopspec[postgres]'") from exc
-        self._db = psycopg.connect(conninfo, autocommit=True)
+        self._conninfo = conninfo
+        self._timeout = timeout
+        self._closed = False
         self._lock = threading.Lock()
+        self._db = self._connect()
+        if not create:
+            row = self._db.execute("SELECT to_regclass('loopspec_operations') IS NOT NULL AND "
+                                   "to_regclass('loopspec_transitions') IS NOT NULL AND "
+                                   "to_regclass('loopspec_answers') IS NOT NULL").fetchone()
+            if not (row and row[0]):
+                self._db.close()
+                raise LedgerNotFound("the PostgreSQL database holds no operation ledger (no loopspec_* tables; resume "
+                                     "opens an existing one and creates nothing)")
+            return
         with self._db.transaction():
             self._db.execute("SELECT pg_advisory_xact_lock(20260)")  # two workers creating the tables at once
             for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                 self._db.execute(stmt)
 
+    def _connect(self) -> Any:
+        import psycopg
+
+        db = psycopg.connect(self._conninfo, autocommit=True)
+        db.execute(f"SET lock_timeout = {max(1, int(self._timeout * 1000))}")
+        return db
+
+    def _conn(self) -> Any:
+        """The connection, opened again when the server or the network broke it (not when :meth:`close` did)."""
+        if not self._closed and (self._db.broken or self._db.closed):
+            self._db = self._connect()
+        return self._db
+
+    def holds_run(self, run_id: str) -> bool:
+        """Has run ``run_id`` recorded anything here (a transition or an answer)?"""
+        with self._lock:
+            row = self._conn().execute("SELECT EXISTS (SELECT 1 FROM loopspec_transitions WHERE run_id = %s) OR "
+                                       "EXISTS (SELECT 1 FROM loopspec_answers WHERE run_id = %s)",
+                                       (run_id, run_id)).fetchone()
+        return bool(row and row[0])
+
     def get(self, key: str) -> OpRecord | None:
         with self._lock:
-            return _row(self._db.execute(f"SELECT {_COLS} FROM loopspec_operations WHERE key = %s", (key,)).fetchone())
+            return _row(self._conn().execute(f"SELECT {_COLS} FROM loopspec_operations WHERE key = %s", (key,)).fetchone())
 
     def transition(self, key: str, name: str, *, run_id: str, intent: Mapping[str, str] | None = None,
                    result: Any = None) -> OpRecord:
-        with self._lock, self._db.transaction():
+        with self._lock, self._conn().transaction():
             self._db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
             rec = _row(self._db.execute(f"SELECT {_COLS} FROM loopspec_operations WHERE key = %s", (key,)).fetchone())
             new = _next(rec, key, name, run_id, intent, result)  # OpError: the transaction is rolled back
@@ -84,38 +123,41 @@ class PostgresOperationLedger:
 
     def operations(self, run_id: str | None = None) -> list[OpRecord]:
         with self._lock:
+            db = self._conn()
             if run_id is None:
-                rows = self._db.execute(f"SELECT {_COLS} FROM loopspec_operations ORDER BY key").fetchall()
+                rows = db.execute(f"SELECT {_COLS} FROM loopspec_operations ORDER BY key").fetchall()
             else:
-                rows = self._db.execute(f"SELECT {_COLS} FROM loopspec_operations WHERE run_id = %s ORDER BY key",
-                                        (run_id,)).fetchall()
+                rows = db.execute(f"SELECT {_COLS} FROM loopspec_operations WHERE run_id = %s ORDER BY key",
+                                  (run_id,)).fetchall()
         return [r for r in (_row(x) for x in rows) if r is not None]
 
     def dispatches(self, run_id: str) -> int:
         with self._lock:
-            row = self._db.execute("SELECT COUNT(*) FROM loopspec_transitions WHERE name = 'mark_dispatched' "
-                                   "AND run_id = %s", (run_id,)).fetchone()
+            row = self._conn().execute("SELECT COUNT(*) FROM loopspec_transitions WHERE name = 'mark_dispatched' "
+                                       "AND run_id = %s", (run_id,)).fetchone()
         return int(row[0]) if row else 0
 
     def transitions(self, key: str | None = None) -> list[tuple[str, str, str, str]]:
         """The audit trail: (key, transition, from, to) in commit order."""
         with self._lock:
             q = "SELECT key, name, from_state, to_state FROM loopspec_transitions"
-            rows = (self._db.execute(q + " WHERE key = %s ORDER BY seq", (key,)) if key
-                    else self._db.execute(q + " ORDER BY seq")).fetchall()
+            db = self._conn()
+            rows = (db.execute(q + " WHERE key = %s ORDER BY seq", (key,)) if key
+                    else db.execute(q + " ORDER BY seq")).fetchall()
         return [tuple(r) for r in rows]  # type: ignore[misc]
 
     def answer(self, run_id: str, index: int) -> Any:
         with self._lock:
-            row = self._db.execute("SELECT answer FROM loopspec_answers WHERE run_id = %s AND idx = %s",
-                                   (run_id, index)).fetchone()
+            row = self._conn().execute("SELECT answer FROM loopspec_answers WHERE run_id = %s AND idx = %s",
+                                       (run_id, index)).fetchone()
         return json.loads(row[0]) if row else None
 
     def record_answer(self, run_id: str, index: int, call_id: str, answer: Any) -> None:
         with self._lock:
-            self._db.execute("INSERT INTO loopspec_answers (run_id, idx, call_id, answer) VALUES (%s,%s,%s,%s) "
-                             "ON CONFLICT DO NOTHING", (run_id, index, call_id, json.dumps(answer)))
+            self._conn().execute("INSERT INTO loopspec_answers (run_id, idx, call_id, answer) VALUES (%s,%s,%s,%s) "
+                                 "ON CONFLICT DO NOTHING", (run_id, index, call_id, json.dumps(answer)))
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._db.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from ..core import rules as core
 from ..core import writes as w
 from ..core.ledger import digest
-from .oplog import OperationLedger, OpRecord, Rejected, WriteExecutor, WriteHandler
+from .oplog import LedgerNotFound, OperationLedger, OpRecord, Rejected, WriteExecutor, WriteHandler
 from .oplog_open import open_operation_ledger
 
 __all__ = [
@@ -111,6 +112,21 @@ class RunWrites:
         return dataclasses.replace(outcome, unreconciled=self.unreconciled)
 
 
+def _holds_run(ledger: Any, run_id: str) -> bool:
+    """Has run ``run_id`` recorded anything in ``ledger`` (a transition, an answer)? A ledger object without
+    ``holds_run`` is asked for the run's operations and dispatch marks."""
+    holds = getattr(ledger, "holds_run", None)
+    if callable(holds):
+        return bool(holds(run_id))
+    return bool(ledger.operations(run_id)) or ledger.dispatches(run_id) > 0
+
+
+def _name(ops: Any) -> str:
+    if isinstance(ops, str) and ops.startswith(("postgresql://", "postgres://")):
+        return "a PostgreSQL database"
+    return str(ops) if isinstance(ops, str | os.PathLike) else type(ops).__name__
+
+
 @contextlib.contextmanager
 def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *,
                    resuming: bool = False) -> Iterator[RunWrites]:
@@ -125,7 +141,14 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
         yield RunWrites(dict(tools))
         return
     opened = not hasattr(ops, "transition")  # a path (or None): ours to close
-    ledger: OperationLedger = open_operation_ledger(ops)
+    # R46: a run is continued from the ledger that holds it; one that does not exist is never created
+    ledger: OperationLedger = open_operation_ledger(ops, create=not resuming)
+    if resuming and not _holds_run(ledger, config.run_id):
+        if opened:
+            ledger.close()
+        raise LedgerNotFound(f"resume: run {config.run_id!r} is not in this operation ledger ({_name(ops)}): it "
+                             "recorded nothing there, so nothing is known of its writes; resuming from it would "
+                             "send them all again (give the ledger the run used, or start the run with run_loop)")
     current: dict[str, Any] = {}  # tool name -> the ToolContext of the request being answered
 
     def sender(name: str) -> Callable[[Mapping[str, Any], str], Any]:

@@ -41,8 +41,8 @@ from ..protocol.rpc import ProtocolFailure
 from ._adapter import ImplFactory, StartError, Target
 from ._campaign import Campaign
 from ._model import CampaignResult, Finding, ReplayResult, load_case
-from ._reduce import replay_case
 from ._report import render_finding
+from ._run import replay_case
 
 __all__ = [
     "Campaign",

@@ -28,7 +28,6 @@ an explicit list of choices, or a PCT policy), and records each release and canc
 from __future__ import annotations
 
 import json
-import random
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +46,7 @@ from ..protocol.rpc import (
     show,
 )
 from ._adapter import Impl, InProcessImpl, holds_answers
+from ._steps import announces_concurrency, chooser, is_concurrent, realized_schedule
 from ._vocab import DEFAULT_REPLY
 
 __all__ = [
@@ -98,65 +98,6 @@ def batch_params(step: Mapping[str, Json]) -> dict[str, Json]:
     }
     if "concurrency" in cfg:
         out["concurrency"] = cfg["concurrency"]
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# Schedules (protocol v1.1, PROTOCOL.md C4)
-# --------------------------------------------------------------------------------------------
-
-#: Chooses the answer released next: (release number j from 0, the held executions' numbers in
-#: start order) -> the position of the one to release.
-Chooser = Callable[[int, Sequence[int]], int]
-
-
-def is_concurrent(step: Mapping[str, Json]) -> bool:
-    """Does ``step`` run concurrently (a batch step with ``config.concurrency``)?"""
-    cfg = step.get("config")
-    return step.get("kind", "batch") == "batch" and isinstance(cfg, dict) and isinstance(cfg.get("concurrency"), dict)
-
-
-def chooser(schedule: Json) -> Chooser:
-    """The choice function of a schedule: a list of choices (entry j, mod the number held; 0 past
-    its end), or ``{"pct": seed, "depth": d}`` — PCT (Burckhardt et al. 2010): each execution gets a
-    random priority when it starts, the highest held is released, and at d change points (among
-    the first releases) the highest held drops below every other. Deterministic: the harness and
-    the prediction call it on the same held lists and get the same choices."""
-    if isinstance(schedule, dict) and isinstance(schedule.get("pct"), int):
-        seed = schedule["pct"]
-        depth = schedule.get("depth", 1)
-        depth = depth if isinstance(depth, int) and 0 <= depth <= 16 else 1
-        rng = random.Random(seed)
-        changes = frozenset(rng.sample(range(8), min(depth, 8)))
-        lowered: dict[int, float] = {}
-
-        def prio(k: int) -> float:
-            if k in lowered:
-                return lowered[k]
-            return random.Random(seed * 1_000_003 + k).random() + 1.0
-
-        def pct(j: int, held: Sequence[int]) -> int:
-            best = max(range(len(held)), key=lambda i: prio(held[i]))
-            if j in changes and len(held) > 1:
-                lowered[held[best]] = -float(j)  # a change point: the favourite drops below all others
-                best = max(range(len(held)), key=lambda i: prio(held[i]))
-            return best
-
-        return pct
-    choices = [c for c in schedule if isinstance(c, int) and not isinstance(c, bool) and c >= 0] \
-        if isinstance(schedule, list) else []
-
-    def listed(j: int, held: Sequence[int]) -> int:
-        return (choices[j] if j < len(choices) else 0) % len(held)
-
-    return listed
-
-
-def realized_schedule(trace: Mapping[str, Json]) -> list[int]:
-    """The choices a concurrent step's run used (its release events), trailing zeros dropped."""
-    out = [e.get("choice", 0) for e in trace.get("events") or () if isinstance(e, dict) and e.get("type") == "release"]
-    while out and out[-1] == 0:
-        out.pop()
     return out
 
 
@@ -361,7 +302,7 @@ def run_batch_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
                                            "needs an implementation process or an in-process executor with "
                                            "held answers; this one answers each execute() at once").to_event()]
         return trace
-    if is_concurrent(step) and info and not _announces_concurrency(info):
+    if is_concurrent(step) and info and not announces_concurrency(info):
         # a concurrent step (a replayed case, say) for an implementation of protocol v1: it would wait
         # for answers the harness holds until the step times out; say so at once (PROTOCOL.md C1)
         trace["events"] = [ProtocolFailure("P6", "capability", "this step runs concurrently (protocol v1.1) and "
@@ -384,11 +325,6 @@ def run_step(impl: Impl, step: Mapping[str, Json]) -> dict[str, Json]:
     if kind == "loop":
         return run_loop_step(impl, step)
     raise ValueError(f"unknown step kind {kind!r}")
-
-
-def _announces_concurrency(info: Json) -> bool:
-    caps = info.get("capabilities") if isinstance(info, dict) else None
-    return isinstance(caps, dict) and caps.get("concurrency") is True
 
 
 def failed_start_trace(step: Mapping[str, Json], failure: ProtocolFailure) -> dict[str, Json]:

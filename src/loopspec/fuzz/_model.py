@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -24,6 +25,8 @@ __all__ = [
     "CaseError",
     "Finding",
     "ReplayResult",
+    "Stats",
+    "as_finding",
     "json_text",
     "load_case",
     "step_calls",
@@ -60,7 +63,6 @@ def _writable(v: Json, depth: int) -> Json:
     if v is None or isinstance(v, str | int | float | bool):
         return v
     return repr(v)
-CAMPAIGN_FORMAT: Final = "loopspec-fuzz-campaign/1"
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,3 +266,41 @@ class ReplayResult:
         return all(v.ok for v in self.verdicts)
 
 
+def as_finding(rr: ReplayResult, steps: Sequence[Mapping[str, Json]], rule: str | None = None) -> Finding | None:
+    """The divergence of a run (with the steps up to it), if it is of ``rule`` (any rule when None)."""
+    v = rr.verdict
+    if v is None or v.violation is None or (rule is not None and v.violation.rule != rule):
+        return None
+    n = len(rr.verdicts)
+    return Finding(v, [dict(s) for s in steps[:n]], rr.traces[:n])
+
+
+@dataclass
+class Stats:
+    """What a campaign (or one shard of it) did, counted by the stages as they go."""
+
+    examples: int = 0
+    steps: int = 0
+    executions: int = 0
+    models: int = 0
+    judged: int = 0  # traces the fast path could not settle (the judge ran)
+    step_seconds: float = 0.0
+    reduce_seconds: float = 0.0
+    reduce_runs: int = 0
+    folded: int = 0  # findings not reported apart: P7 symptoms of a state leak reported as R5
+    stopped: str | None = None  # why exploration ended early: time-budget, shrink-time, interrupted
+    #: rule preconditions the explored traces met (loopspec.fuzz._exercised: replays, conflicts, failures, ...)
+    exercised: Counter[str] = field(default_factory=Counter)
+
+    def merge(self, o: Stats) -> None:
+        self.examples += o.examples
+        self.steps += o.steps
+        self.executions += o.executions
+        self.models += o.models
+        self.judged += o.judged
+        self.step_seconds += o.step_seconds
+        self.reduce_seconds += o.reduce_seconds
+        self.reduce_runs += o.reduce_runs
+        self.folded += o.folded
+        self.exercised.update(o.exercised)
+        self.stopped = self.stopped or o.stopped

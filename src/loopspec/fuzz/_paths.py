@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.rules import HINT_DEFAULTS
 from ..judge.batch import decision_position
-from ..protocol.executor import _limits
+from ..protocol.executor import parse_limits
 from ._model import Finding
 
 __all__ = ["batch_reference_path", "diagram_trace", "loop_reference_path", "outcome_tools"]
@@ -116,7 +116,7 @@ def loop_reference_path(trace: Mapping[str, Json]) -> list[tuple[str, int | None
             return r.get("raw", r)
 
         steps: list[tuple[str, int | None]] = []
-        run_loop(model, tools=outcome_tools(cfg["tools"], outcomes), limits=_limits(cfg.get("limits")),
+        run_loop(model, tools=outcome_tools(cfg["tools"], outcomes), limits=parse_limits(cfg.get("limits")),
                  mode=cfg.get("mode"), on_limit=cfg.get("onLimit"), principal=cfg.get("principal", "anonymous"),
                  observer=lambda s, t: steps.append((t.id, s.requests[-1].index if s.requests else None)))
     except Exception:

@@ -1,16 +1,21 @@
-"""Reduction: a finding becomes a minimal case that fails in a fresh process.
+"""Stage 4 of a campaign, reduction: a finding becomes a minimal case that fails in a fresh process.
 
 The reducer is the project's own (delta debugging over the step data), and every candidate is
-re-run against a live implementation — never decided from the data alone:
+re-run against an implementation — never decided from the data alone:
 
 1. :func:`minimize` deletes steps (large chunks first), calls, model rounds, script entries,
    argument keys and unused tools, and lowers budgets and limits, keeping a change whenever the
    candidate still fails with the same rule — on the campaign's live process (each ``batch.run`` /
    ``loop.run`` starts fresh by the protocol, so a live process is as good as a new one for a
    correct-in-that-respect implementation, and much faster);
-2. :func:`replay_case` re-checks the result in a **fresh** process. A case that only fails after
+2. :class:`Reducer` re-checks the result in a **fresh** process. A case that only fails after
    what the live process ran before is re-reduced with that history, in fresh processes; one that
-   never reproduces is reported as P7 (nondeterministic, or state kept between runs).
+   never reproduces is reported as P7 (nondeterministic, or state kept between runs). It then names what
+   the reduced case shows: a late message of the step before, state carried over between runs (R5), a
+   re-send without lookup (R43) rather than a mark not durable (R39).
+
+Running a candidate is stage 2's work: the reducer is handed a :class:`Runs` (the campaign's live
+implementation, :class:`loopspec.fuzz._run.Live`) and never imports that stage, nor any other.
 """
 
 from __future__ import annotations
@@ -18,102 +23,34 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from ..judge.trace import judge
 from ..judge.verdict import Verdict
-from ._adapter import Impl, ImplFactory
-from ._harness import LATE_GRACE, amend_late, failed_start_trace, late_message, run_step, trace_failed
-from ._model import Finding, ReplayResult
-from ._writes_harness import run_writes_step
+from ..spec.loader import load_rules
+from ._model import Finding, ReplayResult, Stats, as_finding
 
-__all__ = ["candidates", "minimize", "replay_case", "step_candidates"]
+__all__ = ["Reducer", "Runs", "candidates", "carried_over", "minimize", "not_reproduced", "step_candidates",
+           "trim_unused"]
 
 Json = Any
 
 Check = Callable[[list[dict[str, Json]]], "Finding | None"]
 
 
-# --------------------------------------------------------------------------------------------
-# Running a case
-# --------------------------------------------------------------------------------------------
+class Runs(Protocol):
+    """How the reducer runs a case (stage 2 provides it): steps in order, stopping at the first divergence."""
 
+    def live(self, steps: Sequence[Mapping[str, Json]]) -> ReplayResult:
+        """On the campaign's live implementation, which stays open after them."""
+        ...
 
-def run_steps(steps: Sequence[Mapping[str, Json]], impl_for: Callable[[], Impl], release: Callable[[Impl], None],
-              *, profile: str | None = None, judge_fn: Callable[..., Verdict] = judge,
-              grace: float = LATE_GRACE, keep: bool = False, between: float = 0.002) -> ReplayResult:
-    """Run ``steps`` in order on the implementation ``impl_for()`` gives (again after a protocol
-    failure, after ``release`` of the broken one), stop at the first divergence. A message the
-    implementation sends after an answer is that step's finding (waiting ``grace`` seconds after
-    the last step's answer, ``between`` seconds before each next step: a message sent right after
-    an answer can take that long to arrive). ``keep``: a live implementation stays open at the end."""
-    verdicts: list[Verdict] = []
-    traces: list[dict[str, Json]] = []
-    impl: Impl | None = None
-    try:
-        for n, step in enumerate(steps):
-            if impl is None:
-                try:
-                    impl = impl_for()
-                except Exception as exc:
-                    from ..protocol.rpc import ProtocolFailure
+    def fresh(self, steps: Sequence[Mapping[str, Json]]) -> ReplayResult:
+        """In a fresh implementation, without waiting for a late message after the last answer."""
+        ...
 
-                    f = exc if isinstance(exc, ProtocolFailure) else ProtocolFailure("P1", "exited", str(exc))
-                    trace = failed_start_trace(step, f)
-                    traces.append(trace)
-                    verdicts.append(judge_fn(trace, profile=profile))
-                    break
-            elif traces and traces[-1]["events"][-1].get("type") == "response":
-                late = late_message(impl, f"{traces[-1]['kind']}.run", wait=between)
-                if late is not None:  # the step before answered, then sent more: that step's finding
-                    amend_late(traces[-1], late)
-                    verdicts[-1] = judge_fn(traces[-1], profile=profile)
-                    break
-            if step.get("kind") == "writes":  # may restart the implementation (PROTOCOL.md W2)
-                trace, after = run_writes_step(impl, step, impl_for, release)
-                if after is None:
-                    traces.append(trace)
-                    verdicts.append(judge_fn(trace, profile=profile))
-                    break
-                impl = after
-            else:
-                trace = run_step(impl, step)
-            if n == len(steps) - 1 and grace and trace["events"][-1].get("type") == "response":
-                late = late_message(impl, f"{trace['kind']}.run", wait=grace)
-                if late is not None:
-                    amend_late(trace, late)
-            traces.append(trace)
-            failed = trace_failed(trace)
-            v = judge_fn(trace, profile=profile)
-            verdicts.append(v)
-            if failed:
-                release(impl)
-                impl = None
-            if not v.ok:
-                break
-    finally:
-        if impl is not None and (not keep or not getattr(impl, "healthy", True)):
-            release(impl)
-    return ReplayResult(verdicts, traces)
-
-
-def replay_case(case: Mapping[str, Json], factory: ImplFactory, *, profile: str | None = None) -> ReplayResult:
-    """Run the steps of ``case`` in order against a fresh implementation; stop at the first divergence
-    (judged under ``profile``, default: the case's own, else the strict spec)."""
-    if profile is None and isinstance(case.get("profile"), str) and case["profile"] != "strict":
-        profile = case["profile"]
-    steps: Sequence[Mapping[str, Json]] = case["steps"]
-    mode = steps[0].get("kind", "batch") if steps else "batch"
-    return run_steps(steps, lambda: factory.open(mode), factory.release, profile=profile)
-
-
-def as_finding(rr: ReplayResult, steps: Sequence[Mapping[str, Json]], rule: str | None = None) -> Finding | None:
-    """The divergence of a run (with the steps up to it), if it is of ``rule`` (any rule when None)."""
-    v = rr.verdict
-    if v is None or v.violation is None or (rule is not None and v.violation.rule != rule):
-        return None
-    n = len(rr.verdicts)
-    return Finding(v, [dict(s) for s in steps[:n]], rr.traces[:n])
+    def replay(self, steps: Sequence[Mapping[str, Json]]) -> ReplayResult:
+        """In a fresh implementation, as a saved case is replayed (waiting a moment for a late message)."""
+        ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,3 +256,171 @@ def minimize(finding: Finding, check: Check, *, deadline: float, max_runs: int =
                 start = (start + n) % len(cands)
                 break
     return best, runs
+
+
+# --------------------------------------------------------------------------------------------
+# The reduction of one finding
+# --------------------------------------------------------------------------------------------
+
+
+class Reducer:
+    """Reduces each finding a campaign reports (see the module docstring). ``found``: the findings kept so far
+    (a finding that does not reproduce is a symptom of an R5 state leak already reported)."""
+
+    def __init__(self, runs: Runs, *, judge_fn: Callable[[dict[str, Json]], Verdict], mode: str,
+                 shrink_seconds: float, stats: Stats, found: Mapping[str, Finding]) -> None:
+        self.runs = runs
+        self.judge_fn = judge_fn
+        self.mode = mode
+        self.shrink_seconds = shrink_seconds
+        self.stats = stats
+        self.found = found
+
+    def _live_check(self, rule: str) -> Check:
+        def check(steps: list[dict[str, Json]]) -> Finding | None:
+            self.stats.reduce_runs += 1
+            return as_finding(self.runs.live(steps), steps, rule)
+
+        return check
+
+    def _fresh_check(self, rule: str) -> Check:
+        def check(steps: list[dict[str, Json]]) -> Finding | None:
+            self.stats.reduce_runs += 1
+            return as_finding(self.runs.fresh(steps), steps, rule)  # re-checked with the grace (replay)
+
+        return check
+
+    def reduce(self, f: Finding) -> Finding:
+        """Minimize on the live process, re-check in a fresh one (with the history that explains it
+        when it needs one), then name what the reduced case shows: a late message of the step before,
+        or state carried over between runs (R5). A writes finding is minimized first and re-checked
+        after (:meth:`_live_first`), the usual way only when the reduced case does not reproduce."""
+        deadline = time.monotonic() + self.shrink_seconds
+        rule = f.rule
+        hang = rule == "P2"
+        runs = 12 if hang else 600
+        fresh = self._fresh_check(rule)
+
+        def explained(rr: Any, steps: list[dict[str, Json]]) -> Finding | None:
+            """A fresh run that fails differently because a step before answered, then sent more:
+            that is the finding (P4 late-request, of the step it belongs to)."""
+            other = as_finding(rr, steps)
+            if other is not None and other.kind == "late-request":
+                return dataclasses.replace(other, steps=other.steps[-1:], traces=other.traces[-1:], reproduced=True,
+                                           shrunk=True)
+            return None
+
+        quick = self._live_first(f, deadline, runs) if self.mode == "writes" and not hang else None
+        if quick is not None:
+            return self._named(quick)
+        self.stats.reduce_runs += 1
+        rr_alone = self.runs.replay(f.steps)
+        alone = as_finding(rr_alone, f.steps, rule)  # the example's own steps, in a fresh process
+        if alone is None and (late := explained(rr_alone, f.steps)) is not None:
+            return late
+        if alone is None and "R5" in self.found:  # another symptom of the state leak already reported
+            return not_reproduced(f)
+        if alone is None:  # it needs what the live process ran before it (state kept across runs)
+            steps = [*f.prefix, *f.steps]
+            rr = self.runs.replay(steps) if f.prefix else None
+            whole = as_finding(rr, steps, rule) if rr is not None else None
+            if whole is None and rr is not None and (late := explained(rr, steps)) is not None:
+                return late
+            if whole is None:  # not even with its history: reported as it was seen (P7)
+                return not_reproduced(f)
+            small, _ = minimize(whole, fresh, deadline=deadline, max_runs=runs // 2)
+            best = dataclasses.replace(small, reproduced=True)
+        else:
+            small, _ = minimize(alone, self._live_check(rule), deadline=deadline, max_runs=runs,
+                                judge_fn=self.judge_fn)  # re-checked fresh below
+            again = fresh(small.steps) if small is not alone else alone
+            if again is None:  # the live process's state helped: reduce in fresh processes instead
+                again, _ = minimize(alone, fresh, deadline=deadline, max_runs=runs // 2)
+            best = dataclasses.replace(again, reproduced=True)
+        return self._named(best)
+
+    def _live_first(self, f: Finding, deadline: float, runs: int) -> Finding | None:
+        """A writes finding (each run of it restarts processes, the costly part) minimized on the live process
+        straight away, and the reduced case replayed in a fresh process as a case is replayed (with the grace
+        for a late message): the replay of the whole example in a fresh process that :meth:`reduce` starts
+        with is left out when the reduced case reproduces. None when it does not: then :meth:`reduce` takes
+        its usual way (the example alone, its history, fresh processes)."""
+        small, _ = minimize(f, self._live_check(f.rule), deadline=deadline, max_runs=runs, judge_fn=self.judge_fn)
+        self.stats.reduce_runs += 1
+        again = as_finding(self.runs.replay(small.steps), small.steps, f.rule)
+        return dataclasses.replace(again, reproduced=True) if again is not None else None
+
+    def _named(self, best: Finding) -> Finding:
+        """A reduced, reproduced finding, named by what it shows: a re-send without lookup (R43) rather than a
+        mark not durable (R39), a late message of the step before, or state carried over between runs (R5)."""
+        rule = best.rule
+        best.shrunk = True
+        if rule == "R39" and best.kind == "resent-after-restart":
+            blind = self._without_restart(best)
+            if blind is not None:
+                return blind
+        if len(best.steps) >= 2 and not rule.startswith("P"):
+            late = as_finding(self.runs.replay([best.steps[-2]]), [best.steps[-2]])
+            if late is not None and late.kind == "late-request":
+                return dataclasses.replace(late, reproduced=True, shrunk=True)
+            alone = self.runs.replay([best.steps[-1]])
+            if alone.ok:
+                return carried_over(best)
+        return best
+
+    def _without_restart(self, f: Finding) -> Finding | None:
+        """A blind re-send after a restart (R39) has two possible causes: the dispatch mark was not durable
+        before the send, or the implementation re-sends without a lookup whatever happened (R43). Tell them
+        apart: the same step with each restart turned into a lost answer in the same process, and the cut
+        call proposed once more at the end. If that re-sends blind too, the finding is R43 (PROTOCOL.md W4)."""
+        step = f.steps[-1]
+        cut = next((e.get("callId") for e in f.traces[-1].get("events", [])
+                    if e.get("type") == "execute" and (e.get("outcome") or {}).get("status") == "restart"), None)
+        again = next((c for c in step.get("calls", []) if c.get("id") == cut), None)
+        if again is None:
+            return None
+        ids = {c.get("id") for c in step["calls"]}
+        new_id = next(f"r{n}" for n in range(1, len(ids) + 2) if f"r{n}" not in ids)
+        probe = {**step, "calls": [*step["calls"], {**again, "id": new_id}],
+                 "script": [{"lose": e["restart"]} if isinstance(e, dict) and "restart" in e else e
+                            for e in step.get("script", [])]}
+        found = self._fresh_check("R43")([*f.steps[:-1], probe])
+        if found is None or found.kind != "blind-redispatch":
+            return None
+        return dataclasses.replace(found, reproduced=True, shrunk=True)
+
+
+def not_reproduced(f: Finding) -> Finding:
+    """A divergence seen on the live process that a fresh process does not reproduce, even after the
+    earlier runs kept as its history: P7 (state carried across runs from further back, or
+    nondeterminism), with what was seen."""
+    v = f.verdict.violation
+    assert v is not None
+    note = (f"\nReplayed in a fresh process, even after the earlier runs the campaign kept ({len(f.prefix)} "
+            f"step(s)), this case does not diverge (P7): the implementation keeps state across runs from "
+            f"further back, or is nondeterministic. Seen: {v.rule} {v.kind}.")
+    p7 = dataclasses.replace(v, rule="P7", kind="not-reproduced", explanation=v.explanation + note, invariant=None,
+                             checked_by=())
+    return Finding(dataclasses.replace(f.verdict, violation=p7), f.steps, f.traces, False, False)
+
+
+def carried_over(f: Finding) -> Finding:
+    """A finding whose failing step alone, in a fresh process, matches the spec: state kept from the
+    earlier steps in the same process. One root cause, reported as R5 (each run starts fresh)."""
+    v = f.verdict.violation
+    assert v is not None
+    note = (f"\nThe failing step alone, in a fresh process, matches the spec: the divergence comes from state "
+            f"the implementation kept from the earlier step(s) in the same process. Each "
+            f"{'batch.run' if f.steps[-1].get('kind', 'batch') == 'batch' else 'loop.run'} starts fresh: "
+            f"id bindings and stored results last for their batch or run (R5), budgets and counts too "
+            f"(R9, R12). Symptom: {v.rule} {v.kind}.")
+    merged = dataclasses.replace(v, rule="R5", kind="state-carried-over", explanation=v.explanation + note,
+                                 invariant="INV-BINDING-STABLE", checked_by=_checked_by("R5"))
+    return Finding(dataclasses.replace(f.verdict, violation=merged), f.steps, f.traces, f.reproduced, f.shrunk)
+
+
+def _checked_by(rule_id: str) -> tuple[str, ...]:
+    try:
+        return next((r.invariants for r in load_rules() if r.id == rule_id), ())
+    except Exception:
+        return ()

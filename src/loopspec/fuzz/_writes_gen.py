@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ._generate import Planned
+from ._prediction import Planned
 
 __all__ = ["WritesGenerator", "writes_tools"]
 

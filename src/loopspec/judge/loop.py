@@ -56,7 +56,7 @@ from .verdict import (
     shows_canary,
 )
 
-__all__ = ["LOOP_RESULT_FIELDS", "LoopConfig", "judge_loop", "loop_result_fields", "parse_loop_config"]
+__all__ = ["LOOP_RESULT_FIELDS", "LoopConfig", "judge_loop", "loop_result_fields", "parse_loop_config", "reply_value"]
 
 Json = Any
 
@@ -136,8 +136,9 @@ def parse_loop_config(raw: Json) -> LoopConfig:
     return LoopConfig(tools, schemas, tool_limits, limits, mode, on_limit, principal)
 
 
-def _reply_value(reply: Json) -> Json:
-    """What the model's reply, as the harness recorded it, is for the reference driver."""
+def reply_value(reply: Json) -> Json:
+    """What the model's reply, as the harness recorded it (``{"calls"}``, ``{"final"}``, ``{"error"}`` or
+    ``{"raw": V}``), is for the reference driver: the reply itself, ``V``, or the model's failure."""
     if isinstance(reply, dict):
         if "error" in reply:
             return _MODEL_FAILED
@@ -190,7 +191,7 @@ def expected_loop(cfg: LoopConfig, replies: Sequence[Json], outcomes: Sequence[O
         if nxt is _NOT_ASKED:
             beyond[0] = True
             return _MODEL_FAILED
-        return _reply_value(nxt)
+        return reply_value(nxt)
 
     def outcome_for(st: RunState, ex: core.Execution) -> Outcome:
         attempts.append(ex.request)
@@ -231,7 +232,7 @@ def _flat_calls(models: Sequence[Mapping[str, Json]]) -> list[Json]:
     """Every call the model proposed, across rounds, in order (request i = element i)."""
     out: list[Json] = []
     for m in models:
-        v = _reply_value(m.get("reply"))
+        v = reply_value(m.get("reply"))
         if isinstance(v, dict) and isinstance(v.get("calls"), list) and set(v) == {"calls"}:
             out += v["calls"]
         elif isinstance(v, list):

@@ -175,6 +175,7 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
     pos = 0
     found: _Found | None = None
     asked: set[str] = set()  # keys looked up since the reference last decided a request
+    owner: dict[str, tuple[str, int]] = {}  # a key sent -> the business key and request it was first sent for
 
     def take_lookup(ev: Mapping[str, Json]) -> None:
         env.lookups += 1
@@ -208,23 +209,32 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
                 if t is not None:
                     other.state = w.op_step(other.state, t)
             pending = {k for k, o in ops.items() if o.state == "unknown"}
-            while pos < len(actions) and actions[pos]["type"] == "lookup" and actions[pos].get("business") in pending:
-                ev = actions[pos]
-                pending.discard(ev["business"])
+            last: Json = None
+            while pos < len(actions) and actions[pos]["type"] == "lookup" and (
+                    actions[pos].get("business") in pending
+                    or (actions[pos].get("business") == last and _still_unknown(last))):
+                ev = actions[pos]  # each unknown key once, again right after an unavailable answer (a retry, R23)
+                last = ev["business"]
+                pending.discard(last)
                 take_lookup(ev)
                 pos += 1
                 if _cut(ev):
                     break
         asked.clear()
 
-    def drain(until: str | None = None) -> None:
-        """Take the lookups that come next — up to and including the first of key ``until`` (a request's own
-        reconciliation is one lookup, R43; a later one of the same key belongs to what comes after). A lookup
-        cut by a restart is followed by the new process's recovery."""
+    def drain(until: str | None = None, retries: bool = False) -> None:
+        """Take the lookups that come next — up to and including the first of key ``until`` that answers (a
+        request's own reconciliation is one lookup, R43, or several when ``retries``: the implementation answered
+        the request as if a retry of an unavailable lookup had answered it — a lookup is an attempt, R23, R45; a
+        later one of the same key belongs to what comes after). A lookup of a key whose outcome is known changes
+        nothing and is taken wherever it comes (PROTOCOL.md W3). A lookup cut by a restart is followed by the new
+        process's recovery."""
         nonlocal pos
         while pos < len(actions) and actions[pos]["type"] == "lookup":
             ev = actions[pos]
-            if until is not None and ev.get("business") == until and until in asked:
+            mine = ops.get(until) if until is not None else None
+            if until is not None and ev.get("business") == until and until in asked and mine is not None \
+                    and mine.state == "unknown" and not retries:
                 return
             other = ops.get(ev.get("business")) if isinstance(ev.get("business"), str) else None
             if until is not None and ev.get("business") != until and other is not None and other.state == "unknown":
@@ -236,6 +246,10 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
                 continue
             if until is not None and ev.get("business") == until:
                 asked.add(until)
+
+    def _still_unknown(bk: Json) -> bool:
+        op = ops.get(bk) if isinstance(bk, str) else None
+        return op is not None and op.state == "unknown"
 
     def note_remote(ev: Mapping[str, Json]) -> None:
         out = ev["outcome"]
@@ -295,7 +309,7 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
         bk = bkeys[i]
         if bk is None:
             raise TraceError(f"trace.calls[{i}].arguments", "must hold every key argument of its tool")
-        drain(bk)
+        drain(bk, retries=_answered_known(response, i))
         op = ops.get(bk)
         st = op.state if op is not None else "absent"
         action = w.on_request(st, wt.reconcile)
@@ -351,6 +365,19 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
         pos += 1
         marks += 1
         note_remote(ev)
+        sent = ev.get("key")
+        first = owner.setdefault(sent, (bk, i)) if isinstance(sent, str) else (bk, i)
+        if first[0] != bk:  # R37: one idempotency key for two business writes
+            out = ev["outcome"]
+            took = ("answered the first one's result without applying it" if out.get("status") == "ok"
+                    and out.get("applied") is not True else "took it for the same write")
+            found = _Found(i, "R37", "key-shared", {"dispatch": describe_call(call), "key": "a key of its own"},
+                           {"dispatch": _exec_json(ev), "sharedWith": first[1]},
+                           f"request #{i} is another business write than request #{first[1]} (other key arguments, "
+                           f"principal or tool), so it has an idempotency key of its own (R37); the implementation "
+                           f"sent it under the key of request #{first[1]} ({str(sent)[:16]}…), and the external "
+                           f"system {took}")
+            break
         if ev.get("principal") != principal or not same_json(ev.get("arguments"), call["arguments"]):
             found = _Found(i, "R16" if ev.get("principal") != principal else "R39", "wrong-dispatch",
                            {"dispatch": describe_call(call), "principal": principal}, {"dispatch": _exec_json(ev)},
@@ -404,8 +431,10 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
                 op = ops.get(bk) if isinstance(bk, str) else None
                 idx = next((k for k, c in enumerate(calls) if c["id"] == ev.get("callId")), len(calls) - 1)
                 found = extra_dispatch(idx, ev, op, "unknown" if op is not None and op.state == "unknown" else "replay")
+    # the keys as the implementation sent them (its own derivation, R37): what its outcome lists (PROTOCOL.md W1)
+    unknown_keys = sorted({str(ops[bk].key) for bk in unknown})
     exp_status = {"status": "TRUNCATED" if unknown else "COMPLETED",
-                  "stopReason": "UNRECONCILED" if unknown else None, "unreconciled": len(unknown)}
+                  "stopReason": "UNRECONCILED" if unknown else None, "unreconciled": unknown_keys}
 
     # answers below the first divergent dispatch come first (the lowest request index)
     shape = _shape_error(response, len(calls)) if response is not None else None
@@ -427,14 +456,18 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
         found = _Found(len(calls), code, str(perr.get("kind", "protocol")), {"response": "a writes.run result"},
                        dict(perr), f"{PROTOCOL_CODES[code]}: {perr.get('detail', '')}")
     if found is None and response is not None and i >= len(calls):
+        listed = response.get("unreconciled") or []
         obs_status = {"status": response.get("status"), "stopReason": response.get("stopReason"),
-                      "unreconciled": len(response.get("unreconciled") or [])}
+                      "unreconciled": sorted(listed) if isinstance(listed, list)
+                      and all(isinstance(k, str) for k in listed) else listed}
         if obs_status != exp_status:
+            wrong = [k for k in listed if k not in unknown_keys] if isinstance(listed, list) else []
+            missing = [k for k in unknown_keys if not isinstance(listed, list) or k not in listed]
             found = _Found(len(calls), "R46", "end-of-run", exp_status, obs_status,
                            f"after the end-of-run reconciliation {len(unknown)} write(s) of the run are still unknown, "
-                           f"so the run ends {exp_status['status']}" + (" with stop reason UNRECONCILED and those keys "
-                                                                        "listed" if unknown else "")
-                           + " (R46)")
+                           f"so the run ends {exp_status['status']}" + (" with stop reason UNRECONCILED and exactly "
+                                                                        "those keys listed" if unknown else "")
+                           + " (R46)" + _listing(wrong, missing))
     index_of = {c["id"]: k for k, c in enumerate(calls)}
     observed = {"executions": [{"request": index_of.get(e.get("callId")) if isinstance(e.get("callId"), str) else None,
                                 **_exec_json(e)} for e in actions if e["type"] == "execute"],
@@ -445,6 +478,26 @@ def judge_writes(trace: Mapping[str, Json], *, spec: Any = None) -> Verdict:
     if found is None:
         return Verdict(None, exp_doc, observed)
     return Verdict(_violation(spec, found, trace, calls, effects), exp_doc, observed)
+
+
+def _listing(wrong: Sequence[Json], missing: Sequence[str]) -> str:
+    parts = []
+    if wrong:
+        parts.append("it lists " + ", ".join(repr(k) if not isinstance(k, str) else f"{k[:16]}…" for k in wrong[:3])
+                     + (" (not a key of the run's unknown writes)" if len(wrong) == 1 else
+                        " (not keys of the run's unknown writes)"))
+    if missing:
+        parts.append("it leaves out " + ", ".join(f"{k[:16]}…" for k in missing[:3]))
+    return ("; " + " and ".join(parts)) if parts else ""
+
+
+def _answered_known(response: Json, i: int) -> bool:
+    """Did the implementation answer request ``i`` with something other than OUTCOME_UNKNOWN? Then the lookups of
+    its key that follow an unavailable one are its retries (R23), not a later request's or the end of the run's."""
+    results = response.get("results") if isinstance(response, dict) else None
+    if not isinstance(results, list) or i >= len(results) or not isinstance(results[i], dict):
+        return False
+    return results[i].get("code") != w.OUTCOME_UNKNOWN
 
 
 def _cut(ev: Mapping[str, Json]) -> bool:

@@ -20,7 +20,7 @@ from ..judge.loop import LOOP_RESULT_FIELDS
 from .rpc import INTERNAL, INVALID_PARAMS, METHOD_NOT_FOUND, ProtocolFailure, RpcError
 from .wire import WireError, decode_line
 
-__all__ = ["PROTOCOL_VERSION", "ExecuteFn", "Executor", "HeldAnswers", "InProcess", "ModelFailure", "ModelFn", "ReferenceExecutor", "outcome_to_result", "reference_loop_run", "serve_stdio"]
+__all__ = ["PROTOCOL_VERSION", "ExecuteFn", "Executor", "HeldAnswers", "InProcess", "ModelFailure", "ModelFn", "ReferenceExecutor", "outcome_to_result", "parse_limits", "reference_loop_run", "serve_stdio"]
 
 Json = Any
 
@@ -284,7 +284,9 @@ class ReferenceExecutor(Executor):
         return reference_loop_run(self, params, execute, model_next)
 
 
-def _limits(raw: Json) -> Any:
+def parse_limits(raw: Json) -> Any:
+    """A ``loop.run``'s ``limits`` as the protocol sends them (camelCase keys, null for no limit) as the core's
+    ``Limits``, or None when there are none; :class:`RpcError` ``INVALID_PARAMS`` when they are not limits."""
     from ..core.rules import Limits
 
     if raw is None:
@@ -314,7 +316,7 @@ def reference_loop_run(executor: ReferenceExecutor, params: dict[str, Json], exe
         return model_next(turn.round, list(turn.results))
 
     try:
-        out = run_loop(model, tools=tools, limits=_limits(params.get("limits")), mode=params.get("mode"),
+        out = run_loop(model, tools=tools, limits=parse_limits(params.get("limits")), mode=params.get("mode"),
                        on_limit=params.get("onLimit"), principal=params.get("principal", "anonymous"))
     except (ValueError, TypeError) as exc:
         raise RpcError(INVALID_PARAMS, str(exc)) from None

@@ -16,8 +16,8 @@ run's operations as the operation ledger held them at the restart (SPEC.md R46, 
   execution is charged exactly when it recorded a dispatch mark (R45);
 * an execution whose key ends unknown is answered ``OUTCOME_UNKNOWN`` (R42), one that ends confirmed ``ok``;
 * at the terminal event no operation of the run is left in ``intent`` (nor ``dispatched``, unless the run
-  was cancelled with the write in flight), and every one still unknown was reconciled after it became
-  unknown (R46). Whether the final answer finds a write unknown (T35) is computed from these events.
+  was cancelled with the write in flight), unless the run ends UNRECONCILED (its operation ledger failed to
+  record the end, R40), and every one still unknown was reconciled after it became unknown (R46). Whether the final answer finds a write unknown (T35) is computed from these events.
 
 Pure bookkeeping over plain data: the verdicts are :class:`~loopspec.oracle._divergence.Divergence` /
 :class:`~loopspec.oracle._divergence.RunInputError`, raised as the rest of the replay raises them.
@@ -236,14 +236,17 @@ class WriteTracker:
                 {"outcome": out}, "INV-W-LEDGER-TRUTH")
 
     def unknown(self) -> tuple[str, ...]:
-        """The run's operations still unknown: what the final answer finds (T35, R46)."""
-        return tuple(sorted(k for k in self.own if self.keys.get(k) == "unknown"))
+        """The run's operations still unknown — or still ``dispatched``, their outcome never recorded (the operation
+        ledger failed, R40): what the final answer finds (T35, R46)."""
+        return tuple(sorted(k for k in self.own if self.keys.get(k) in ("unknown", "dispatched")))
 
     def _terminal(self, chk: RunChecker, ev: Mapping[str, Json], line: int) -> None:
         status = ev.get("status")
+        # a run that ends UNRECONCILED may leave an operation whose end its operation ledger failed to record (R40)
+        unsettled_ok = ev.get("stopReason") == "UNRECONCILED"
         for key in sorted(self.own):
             st = self.keys[key]
-            if st == "intent" or (st == "dispatched" and status != "CANCELLED"):
+            if (st == "intent" or (st == "dispatched" and status != "CANCELLED")) and not unsettled_ok:
                 raise self._diverge(
                     chk, ev, line, "R46", "operation-left-in-flight",
                     f"Then a run that ends leaves none of its operations in intent (abandoned, W10) or dispatched "
