@@ -151,6 +151,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _print_version()
     parser = build_parser()
     args = parser.parse_args(argv)
+    # the command line as typed (reports quote it, and say how to run it again)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.version:
         return _print_version()
     from ._common import EXIT_OK, EXIT_USAGE, UsageError

@@ -47,6 +47,7 @@ from ._common import (
     add_spec_option,
     progress_line,
 )
+from ._reports import CheckReports, add_report_options, check_report_paths
 
 Json = Any
 
@@ -84,6 +85,7 @@ def register(sub: Any) -> None:
                    help=f"skip (and report) lines longer than N bytes; a transcript or trace file that is one "
                         f"JSON document may not be longer either (default {DEFAULT_MAX_LINE}, 16 MiB)")
     add_progress_option(p)
+    add_report_options(p)
     p.set_defaults(handler=handle)
 
 
@@ -393,6 +395,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.files.count("-") > 1:
         raise UsageError("stdin ('-') can be given once")
     diagram_dir = _diagram_dir(args.diagram)
+    check_report_paths(args)
     if args.validate:
         schema = default_spec_path().parent / "schema" / "ledger-event.schema.json"
         if not schema.is_file():
@@ -405,6 +408,7 @@ def handle(args: argparse.Namespace) -> int:
     shown: Counter[str] = Counter()  # input errors shown per file (the first MAX_ERRORS_SHOWN)
     line = progress_line(args)
     reading = _Reading(args.files, parallel=args.jobs != 1 and len(args.files) > 1)
+    reports = CheckReports(args, getattr(args, "argv", None)) if args.html or args.junit else None
     with line.ticking(lambda: reading.status(line.elapsed())):
         for item, file_summary in results(args.files, args.input_format, opts, args.jobs, on_open=reading.opened,
                                              on_read=reading.reading):
@@ -424,6 +428,8 @@ def handle(args: argparse.Namespace) -> int:
                                   "the rest are counted, not shown", file=sys.stderr)
                     if writer is not None:
                         writer.error(item, listed)
+                    if reports is not None:
+                        reports.error(item)
                     continue
                 rec = item
                 reading.runs += 1
@@ -440,6 +446,8 @@ def handle(args: argparse.Namespace) -> int:
                         undrawn += 1
                         print(f"loopspec check: warning: no diagram for run {printable(repr(rec.run))}: "
                               f"{printable(str(exc))}", file=sys.stderr)
+                if reports is not None:
+                    reports.record(rec)
                 if writer is not None:
                     writer.record(rec)
                 elif rec.verdict != "conforms" or not args.quiet:
@@ -452,4 +460,7 @@ def handle(args: argparse.Namespace) -> int:
             print(f"diagrams of {drawn} violating run(s): {printable(str(diagram_dir))}/"
                   + (f" ({undrawn} could not be drawn)" if undrawn else ""))
     code = total.exit_code
+    if reports is not None:
+        for path in reports.finish(total, code):
+            print(f"loopspec check: wrote {path}", file=sys.stderr)
     return EXIT_USAGE if code == 2 else code
