@@ -403,10 +403,13 @@ class RunChecker:
         self.last_line = line
         typ = ev["type"]
         wt = self.writes
-        if typ == "write_recorded":  # section 6: an operation transition, between the loop's steps (R27, R40)
+        if typ == "write_recorded" or typ == "write_failed":  # section 6: between the loop's steps (R27, R40)
             if wt is None:
                 wt = self.writes = WriteTracker()
-            wt.on_write(self, ev, line)
+            if typ == "write_recorded":
+                wt.on_write(self, ev, line)
+            else:
+                wt.on_failed(self, ev, line)
             return
         if wt is not None:
             wt.before(self, ev, typ, line)
