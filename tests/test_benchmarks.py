@@ -108,3 +108,11 @@ def test_oracle_flow_counts_no_backward_entry() -> None:
     out = _run("oracle_flow.py")
     assert out.count("backward entries (into an earlier stage or a driver): 0") == 3, out
     assert "_check -> _read" in out and "_check -> _judge" in out and "BACKWARD" not in out
+
+
+def test_telemetry_speed_prints_time_per_span_beside_the_parse() -> None:
+    out = _run("telemetry_speed.py", "--sizes", "400,800")
+    rows = re.findall(r"^ +([\d,]+) spans \(.*\): parse only +([\d.]+) us/span \(the anchor\) \| check +([\d.]+) us/span "
+                      r"= ([\d.]+) s \((\d+) runs, exit 0\)", out, re.M)
+    assert len(rows) == 4, out  # two sizes of each shape, every file checked to a conforming verdict
+    assert [int(r[4]) for r in rows] == [100, 200, 1, 1]

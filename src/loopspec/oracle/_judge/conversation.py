@@ -16,6 +16,7 @@ telemetry run); the verdict lists the others as not witnessed. :func:`check_item
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -118,6 +119,93 @@ class _Broken(Exception):
         self.expected, self.observed, self.then = expected, observed, then
 
 
+def _key(v: Json) -> str | None:
+    """What two ids (or arguments) are compared by: their canonical JSON (None: not JSON, equal to nothing)."""
+    return core.canonical_json(v)
+
+
+class _Round:
+    """The calls of the current proposal, indexed so that each result and each execution finds its call in
+    constant time (amortized): one model response may propose thousands of calls, and matching each result
+    or execution by scanning the proposal made a round quadratic in its size."""
+
+    def __init__(self, calls: list[Call]) -> None:
+        n = len(calls)
+        self.calls = calls
+        self.answered = [False] * n
+        self.executed: list[Any] = [False] * n
+        self.outcome: list[bool | None] = [None] * n  # how each call's recorded execution ended (telemetry)
+        self._first = 0  # every call before it is answered
+        self.ids = [_key(c.id) for c in calls]
+        self._args = [_key(c.args) if c.args_ok else None for c in calls]
+        self._unanswered: dict[str | None, deque[int]] = {}  # id key -> calls not answered yet, in order
+        self._by_id: dict[str | None, list[int]] = {}  # id key -> calls, in order
+        self._by_name: dict[str, deque[int]] = {}  # tool -> calls not executed yet, in order
+        self._by_args: dict[tuple[str, str], deque[int]] = {}  # (tool, arguments) -> calls not executed yet
+        self._by_name_bad: dict[str, deque[int]] = {}  # tool -> calls whose arguments are not an object
+        for k, c in enumerate(calls):
+            idk = self.ids[k]
+            if idk is not None:
+                self._unanswered.setdefault(idk, deque()).append(k)
+                self._by_id.setdefault(idk, []).append(k)
+            name = _key(c.name)
+            if name is None:
+                continue
+            self._by_name.setdefault(name, deque()).append(k)
+            ak = self._args[k]
+            if ak is None:
+                self._by_name_bad.setdefault(name, deque()).append(k)
+            else:
+                self._by_args.setdefault((name, ak), deque()).append(k)
+
+    def first_unanswered(self) -> int | None:
+        answered = self.answered
+        while self._first < len(answered) and answered[self._first]:
+            self._first += 1
+        return self._first if self._first < len(answered) else None
+
+    def unanswered_with_id(self, rid: Json) -> int | None:
+        """The first call not answered yet whose id is ``rid``."""
+        q = self._unanswered.get(_key(rid))
+        while q and self.answered[q[0]]:
+            q.popleft()
+        return q[0] if q else None
+
+    def with_id(self, rid: Json) -> list[int]:
+        return self._by_id.get(_key(rid), [])
+
+    def _front(self, q: deque[int] | None) -> int | None:
+        while q and self.executed[q[0]]:
+            q.popleft()
+        return q[0] if q else None
+
+    def executable(self, x: Execution) -> int | None:
+        """The first call not executed yet that ``x`` can be the execution of: the same tool, the same
+        arguments (unless either side's are not a recorded object) and, when the span records one, the
+        same id."""
+        name = _key(x.name)
+        if name is None:
+            return None
+        if x.id is not None:
+            want = self._args_key(x)
+            for k in self.with_id(x.id):
+                c = self.calls[k]
+                if not self.executed[k] and _key(c.name) == name and (
+                        want is None or self._args[k] is None or self._args[k] == want):
+                    return k
+            return None
+        want = self._args_key(x)
+        if want is None:
+            return self._front(self._by_name.get(name))
+        got = [k for k in (self._front(self._by_args.get((name, want))), self._front(self._by_name_bad.get(name)))
+               if k is not None]
+        return min(got) if got else None
+
+    @staticmethod
+    def _args_key(x: Execution) -> str | None:
+        return _key(x.args) if x.args_known else None
+
+
 def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rules: Mapping[str, tuple[str, ...]], *,
                 allow_incomplete: bool = False, step_window: int = 48,
                 tools: Mapping[str, core.ToolSchema | None] | None = None, allow_list: bool = True
@@ -127,10 +215,8 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
     outside R4's subset) lets an execution of an unknown tool (R3) or with invalid arguments (R4) be
     seen; with ``allow_list`` False the mapping holds only some tools' schemas (R4 only)."""
     bindings: dict[str, _Binding] = {}
-    pending: list[Call] = []
-    answered: list[bool] = []
-    executed: list[Any] = []
-    outcome: list[bool | None] = []  # how each call's recorded execution ended (telemetry)
+    rnd = _Round([])
+    pending, answered, outcome = rnd.calls, rnd.answered, rnd.outcome
     executions_seen = 0
     running: dict[str, Execution] = {}  # call id -> its latest execution (R33)
     ran: dict[int, Execution] = {}  # position in the proposal -> its execution (completion order, R32)
@@ -149,7 +235,7 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
             del steps[0]
 
     def first_unanswered() -> int | None:
-        return next((j for j, a in enumerate(answered) if not a), None)
+        return rnd.first_unanswered()
 
     def missing(item: Item, why: str) -> None:
         j = first_unanswered()
@@ -164,12 +250,14 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
         for item in items:
             if item.kind == "user":
                 missing(item, "the user speaks again")
-                pending, answered, executed, outcome, final_at = [], [], [], [], None
+                rnd = _Round([])
+                pending, answered, outcome, final_at = rnd.calls, rnd.answered, rnd.outcome, None
                 ran.clear()
                 step(f"{item.path} (line {item.line}): the user speaks — a new turn")
             elif item.kind == "final":
                 missing(item, "the model answers")
-                pending, answered, executed, outcome = [], [], [], []
+                rnd = _Round([])
+                pending, answered, outcome = rnd.calls, rnd.answered, rnd.outcome
                 ran.clear()
                 final_at = item
                 step(f"{item.path} (line {item.line}): the model gives its final answer — every call is answered")
@@ -203,8 +291,8 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                     else:
                         c.cls = "replay"
                         notes.append(f"#{c.index} repeats #{b.index} (same id, same content)")
-                pending, answered = list(item.calls), [False] * len(item.calls)
-                executed, outcome = [False] * len(item.calls), [None] * len(item.calls)
+                rnd = _Round(list(item.calls))
+                pending, answered, outcome = rnd.calls, rnd.answered, rnd.outcome
                 ran.clear()
                 step(f"{item.path} (line {item.line}): the model proposes "
                      + ", ".join(_call_desc(c) for c in item.calls) + (f" [{'; '.join(notes)}]" if notes else ""))
@@ -214,7 +302,7 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                 executions_seen += 1
                 prev = running.get(x.id) if isinstance(x.id, str) else None
                 if prev is not None and prev.end is not None and x.start is not None and x.start < prev.end:
-                    c = next((c for c in pending if _same(c.id, x.id)), None)
+                    c = next((pending[k] for k in rnd.with_id(x.id)), None)
                     raise _Broken("R33", "in-flight-id-executed-twice", item, c.index if c is not None else None,
                                   {"executions in flight": 1}, {"execution": x.path},
                                   f"Then a call whose id {x.id!r} has an execution in flight ({prev.path}, line "
@@ -223,9 +311,8 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                                   "starts another before the first has ended.")
                 if isinstance(x.id, str):
                     running[x.id] = x
-                _check_execution(x, item, pending, executed, bindings, final_at, tools, allow_list)
-                j = next(k for k, e in enumerate(executed) if e == "now")
-                executed[j] = True
+                j = _check_execution(x, item, rnd, bindings, final_at, tools, allow_list)
+                rnd.executed[j] = True
                 outcome[j] = x.ok
                 ran[j] = x
                 c = pending[j]
@@ -235,9 +322,9 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                 r = item.result
                 assert r is not None
                 results_seen += 1
-                j = next((k for k, c in enumerate(pending) if not answered[k] and _same(c.id, r.id)), None)
+                j = rnd.unanswered_with_id(r.id)
                 if j is None:
-                    twice = next((c for k, c in enumerate(pending) if answered[k] and _same(c.id, r.id)), None)
+                    twice = next((pending[k] for k in rnd.with_id(r.id) if answered[k]), None)
                     earlier = next((c for c in reversed(all_calls) if _same(c.id, r.id)), None)
                     if twice is not None:
                         raise _Broken("R11", "answered-twice", item, twice.index, {"results": 1},
@@ -333,18 +420,11 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
     return TranscriptVerdict(None, None, None, None, events, calls_seen, results_seen, n_steps, executions_seen)
 
 
-def _args_match(c: Call, x: Execution) -> bool:
-    if not x.args_known or not c.args_ok:
-        return True
-    return _same(c.args, x.args)
-
-
-def _check_execution(x: Execution, item: Item, pending: list[Call], executed: list[Any],
-                     bindings: dict[str, _Binding], final_at: Item | None,
-                     tools: Mapping[str, core.ToolSchema | None] | None, allow_list: bool) -> None:
+def _check_execution(x: Execution, item: Item, rnd: _Round, bindings: dict[str, _Binding], final_at: Item | None,
+                     tools: Mapping[str, core.ToolSchema | None] | None, allow_list: bool) -> int:
     """Match an execution to the proposal's first call it can belong to (by id when the span records
-    one, else by name and arguments) and check that the spec lets that call execute; marks the call's
-    slot in ``executed`` with ``"now"``."""
+    one, else by name and arguments) and check that the spec lets that call execute; returns the call's
+    position in the proposal."""
     where = f"{x.path} (line {x.line})"
     what = f"{x.name if isinstance(x.name, str) else '<no name>'}" + (
         f"({compact(x.args, 40)})" if x.args_known else "")
@@ -352,9 +432,9 @@ def _check_execution(x: Execution, item: Item, pending: list[Call], executed: li
         raise _Broken("R28", "executed-after-final", item, None, {"executions": 0}, {"execution": x.path},
                       f"Then, once the model has given its final answer ({final_at.path}, line {final_at.line}), no "
                       f"tool executes (R28); but {where} executes {what}.")
-    cands = [k for k, c in enumerate(pending) if not executed[k] and c.name == x.name and _args_match(c, x)
-             and (x.id is None or _same(c.id, x.id))]
-    if not cands:
+    pending, executed = rnd.calls, rnd.executed
+    k = rnd.executable(x)
+    if k is None:
         done = [k for k, c in enumerate(pending) if executed[k] and c.name == x.name
                 and (x.id is None or _same(c.id, x.id))]
         if done:
@@ -366,8 +446,6 @@ def _check_execution(x: Execution, item: Item, pending: list[Call], executed: li
         raise _Broken("R12", "execution-without-request", item, None, {"execution": None}, {"execution": x.path},
                       f"Then a tool executes only for a request of the current proposal (R12); but {where} executes "
                       f"{what}{ids}, which no call of the proposal asks for.")
-    k = cands[0]
-    executed[k] = "now"
     c = pending[k]
     if c.cls == "malformed":
         raise _Broken("R2", "executed-despite-invalid-call", item, c.index, {"answer": "INVALID_CALL"},
@@ -401,6 +479,7 @@ def _check_execution(x: Execution, item: Item, pending: list[Call], executed: li
                       "executes it again.")
     if b is not None and x.ok and c.cls in ("fresh", "replay"):
         b.executed_ok = True
+    return k
 
 
 def judge_conversation(c: Conversation, rules: Mapping[str, tuple[str, ...]], all_rules: Sequence[str], *,
