@@ -7,8 +7,9 @@
 
 The virtual environment lives in .venv/ and is rebuilt when pyproject.toml changes; Google ADK, which cannot
 share it (.ci/adk-constraints.txt), gets its own in .venv-adk/ (for the test and loopspec jobs).
-For the test job, Graphviz's `dot` and the PostgreSQL server binaries (for the PostgreSQL operation
-ledger's tests) are installed with apt-get when they are missing and we are root.
+For the test job, Graphviz's `dot`, the PostgreSQL server binaries (for the PostgreSQL operation
+ledger's tests) and Chromium (for the HTML report's browser tests) are installed with apt-get when they are
+missing and we are root.
 """
 
 from __future__ import annotations
@@ -112,6 +113,26 @@ def ensure_postgres() -> None:
         say("PostgreSQL (initdb) is missing and cannot be installed here; the PostgreSQL ledger tests will be skipped")
 
 
+def ensure_chromium() -> None:
+    """Debian's Chromium for tests/test_reports_browser.py, which drives it through pytest-playwright (Playwright
+    never downloads a browser of its own here). A failed install is not fatal: those tests then skip, saying so."""
+    if shutil.which("chromium") or shutil.which("chromium-browser"):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        say("installing Chromium (apt-get install -y --no-install-recommends chromium)")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, stdout=subprocess.DEVNULL)
+        try:
+            rc = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+                                check=False, env=env, stdout=subprocess.DEVNULL, timeout=900).returncode
+        except subprocess.TimeoutExpired:
+            rc = -1
+        if rc != 0:
+            say("could not install Chromium; the HTML report's browser tests will be skipped")
+    else:
+        say("Chromium is missing and cannot be installed here; the HTML report's browser tests will be skipped")
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("demo", "test", "loopspec"):
         print(__doc__)
@@ -127,6 +148,7 @@ def main(argv: list[str]) -> int:
         return subprocess.call([str(BIN / "loopspec"), *rest])
     ensure_graphviz()
     ensure_postgres()
+    ensure_chromium()
     return subprocess.call([str(PY), "-m", "pytest", *parallel(rest), *rest])
 
 

@@ -1,8 +1,9 @@
 """Golden ledgers of runs that span restarts (SPEC.md R46, "In the run ledger"): each produced by real
 processes — a ``run_loop`` killed with SIGKILL at a labelled crash point, then a new process that resumes
 it with :func:`loopspec.resume` — appending to one run ledger (tests/writes/loop_child.py). The must-fail
-ones are real too: the resumed process was given a fresh operation ledger (the crashed one's file lost),
-or ran the ``retry-without-lookup`` variant of the executor. ``durationMs`` (wall time) is set to 0.
+ones are real too: the resumed process was given an operation ledger that knows only the run's start (the
+crashed one's file lost, a backup from before the write restored), or ran the ``retry-without-lookup``
+variant of the executor. ``durationMs`` (wall time) is set to 0.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def _crashed_and_resumed(d: Path, run: str, point: str, mode: str = "record", *,
         code = _child(d, ops, remote, mode, "resume" if n else "run", run, {CRASH_ENV: at})
         assert code == -9, f"{run}: the process crashed at {at} ended {code}, not by SIGKILL"
     env = {"LOOPSPEC_TEST_VARIANT": variant} if variant else {}
+    if resume_ops is not None:  # a copy of the ledger from before the write (a backup): the run's start, no more
+        from loopspec import SQLiteOperationLedger
+
+        old = SQLiteOperationLedger(d / resume_ops)
+        old.record_run(run)
+        old.close()
     code = _child(d, resume_ops or ops, remote, mode, "resume", run, env)
     assert code == 0, f"{run}: the resumed process ended {code}"
 
@@ -67,8 +74,8 @@ def cases() -> dict[str, tuple[str, int, list[str], str]]:
         _crashed_and_resumed(d, "lost-operation-ledger", "after-result", resume_ops="fresh.ops.sqlite")
         out["ledger-restart-fail-operation-ledger-lost.ndjson"] = (
             _normalised(d / "events.ndjson"), 1, ["R40"],
-            "a real run killed after its write was confirmed, resumed on a fresh operation ledger: the restart "
-            "shows the confirmed operation lost")
+            "a real run killed after its write was confirmed, resumed on an operation ledger restored from before "
+            "the write: the restart shows the confirmed operation lost")
         d = Path(tmp) / "blind"
         d.mkdir()
         _crashed_and_resumed(d, "retry-without-lookup", "after-send", "lookup", variant="retry-without-lookup")

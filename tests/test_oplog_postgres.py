@@ -1,20 +1,17 @@
 """The PostgreSQL operation ledger (SPEC.md section 6, the extra `postgres`) against a real server: a
 throw-away cluster started with Debian's `initdb` / `pg_ctl` in a temporary directory (as the `postgres`
-user when the tests run as root). Skipped, with the reason, when psycopg or the server binaries are missing."""
+user when the tests run as root; tests/pg_server.py, one per test session: the fixture `pg_server` of
+tests/conftest.py). Skipped, with the reason, when psycopg or the server binaries are missing."""
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +22,7 @@ from loopspec.engine.oplog import CRASH_ENV, WriteExecutor, WriteHandler
 from loopspec.engine.oplog_open import open_operation_ledger
 from loopspec.spec.writes import load_write_spec
 
+from .pg_server import create_database
 from .writes.merchant import Remote, kills
 
 pytestmark = pytest.mark.xdist_group("postgres")  # one worker starts the PostgreSQL cluster once (pytest-xdist)
@@ -36,58 +34,13 @@ POINTS = [c.id for c in load_write_spec().crash_points]
 SCHEMA = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}
 
 
-def _binary(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    hits = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return hits[-1] if hits else None
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    """A PostgreSQL cluster of its own on a Unix socket; yields a conninfo template (``{db}`` to fill)."""
-    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
-    if not initdb or not pg_ctl:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: apt-get install postgresql")
-    as_user: list[str] = []
-    root = tempfile.mkdtemp(prefix="lspg")
-    if hasattr(os, "geteuid") and os.geteuid() == 0:  # initdb refuses to run as root
-        try:
-            shutil.chown(root, "postgres", "postgres")
-        except (LookupError, OSError):
-            pytest.skip("running as root and there is no `postgres` user to run the server as")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data, sock = os.path.join(root, "data"), root
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    try:
-        subprocess.run([*as_user, initdb, "-D", data, "-U", "postgres", "-A", "trust", "--no-sync"],
-                       check=True, capture_output=True, timeout=120)
-        subprocess.run([*as_user, pg_ctl, "-D", data, "-l", os.path.join(root, "log"), "-w", "-t", "60", "-o",
-                        f"-k {sock} -p {port} -c listen_addresses='' -c fsync=off", "start"],
-                       check=True, capture_output=True, timeout=120)
-    except (subprocess.SubprocessError, OSError) as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"could not start a PostgreSQL server: {exc}")
-    try:
-        yield f"postgresql://postgres@/{{db}}?host={sock}&port={port}"
-    finally:
-        subprocess.run([*as_user, pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
-
-
 _n = iter(range(10**6))
 
 
 @pytest.fixture
-def url(server: str) -> str:
-    """A fresh database of the test's own."""
-    db = f"t{os.getpid()}_{next(_n)}"
-    with psycopg.connect(server.format(db="postgres"), autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {db}")
-    return server.format(db=db)
+def url(pg_server: str) -> str:
+    """A fresh database of the test's own (on the session's server, tests/conftest.py)."""
+    return create_database(pg_server, f"t{os.getpid()}_{next(_n)}")
 
 
 def test_R40_transitions_follow_the_machine_and_survive_the_connection(url: str) -> None:

@@ -31,9 +31,10 @@ DISTRIBUTIONS = {
     "langgraph": "langgraph", "langchain_core": "langgraph",
     "smolagents": "smolagents", "llama_index": "llama-index-core",
     "autogen_agentchat": "autogen-agentchat", "autogen_core": "autogen-agentchat",  # core comes with agentchat
-    "google": "google-adk",  # google.adk, google.genai (google-genai comes with google-adk)
     "hypothesis_jsonschema": "hypothesis-jsonschema",  # arguments from declared tools' input schemas
     "mcp": "mcp", "anyio": "mcp",  # --tools 'mcp:CMD' (anyio comes with the mcp SDK)
+    "google": "google-adk",  # google.adk, google.genai (google-genai comes with google-adk); google.protobuf (monitor)
+    "prometheus_client": "prometheus-client", "opentelemetry": "opentelemetry-proto",  # the monitor extra
 }
 
 

@@ -352,7 +352,16 @@ def test_R40_an_applied_write_whose_result_cannot_be_recorded_is_unknown_never_a
     assert (out.status, out.stop_reason, out.transitions[-1]) == ("TRUNCATED", "UNRECONCILED", "T35")
     hold[0].rollback()
     assert [(o.key, o.state) for o in led.operations("r-1")] == [(out.unreconciled[0], "dispatched")]
-    assert _check([dict(e) for e in events.events]) == [("conforms", None)]
+    evs = [dict(e) for e in events.events]
+    assert _check(evs) == [("conforms", None)]
+    failed = [e for e in evs if e["type"] == "write_failed"]
+    assert failed and {(e["op"], e["from"]) for e in failed} >= {("W03", "dispatched")}
+    # without the write_failed evidence, a key left dispatched at the end is R46 (the run did not try)
+    kept = [e for e in evs if e["type"] != "write_failed"]
+    for seq, e in enumerate(kept, start=1):
+        e["seq"] = seq
+    (verdict, rule), = _check(kept)
+    assert (verdict, rule) == ("violates", "R46")
     # the lock gone, resume reconciles it by lookup: applied, nothing sent again
     again = resume("r-1", scripted([("c1", "A")]), tools=[world.tool()], operation_ledger=led)
     assert again.status == "COMPLETED" and again.unreconciled == () and world.effects == {"A": 1}
@@ -384,19 +393,46 @@ def test_R40_R46_when_the_ledger_comes_back_the_end_of_run_reconciliation_settle
 
 
 def test_R40_a_ledger_failure_before_the_dispatch_mark_sends_nothing_and_charges_nothing(tmp_path: Path) -> None:
-    """The file is read-only from the start (SQLITE_READONLY): no intent can be recorded, so nothing is sent; the
-    request is answered DEPENDENCY_TEMPORARY, uncharged (R45), retried once (R23) and answered so again."""
+    """The file turns read-only once the run has started (SQLITE_READONLY): no intent can be recorded, so nothing
+    is sent; the request is answered DEPENDENCY_TEMPORARY, uncharged (R45), retried once (R23) and answered so
+    again. A ledger that cannot record even the run's start stops run_loop before the model is asked."""
+    from loopspec.engine.oplog import LedgerFailure
+
     world, events = World(), Ledger()
     led = SQLiteOperationLedger(tmp_path / "ops.sqlite")
-    led._db.execute("PRAGMA query_only = ON")  # what SQLite does with a file it cannot write: SQLITE_READONLY
-    out = run_loop(scripted([("c1", "A")]), tools=[world.tool()], operation_ledger=led, ledger=events,
-                   mode="continue")
+
+    def model(turn: Any) -> Any:
+        led._db.execute("PRAGMA query_only = ON")  # what SQLite does with a file it cannot write: SQLITE_READONLY
+        return scripted([("c1", "A")])(turn)
+
+    out = run_loop(model, tools=[world.tool()], operation_ledger=led, ledger=events, mode="continue")
     assert out.results[0]["code"] == "DEPENDENCY_TEMPORARY" and world.effects == {}
     assert (out.status, out.unreconciled) == ("COMPLETED", ())
     finished = [e for e in events.events if e["type"] == "execution_finished"]
     assert finished and all(e.get("charged") is False for e in finished)
     assert _check([dict(e) for e in events.events]) == [("conforms", None)]
+    asked: list[int] = []
+    with pytest.raises(LedgerFailure, match="cannot record the start of run 'r-3'"):
+        run_loop(lambda turn: asked.append(turn.round), tools=[world.tool()], operation_ledger=led, run_id="r-3")
+    assert asked == [] and world.effects == {}
     led.close()
+
+
+def test_R46_a_run_that_crashed_before_its_first_write_is_in_its_ledger_and_resumes(tmp_path: Path) -> None:
+    """run_loop records the run's start in the operation ledger first, so a run that crashed before any write is
+    resumed (from the first request), while a ledger that never saw the run is refused."""
+    world = World()
+
+    class Crash(BaseException):
+        pass
+
+    def dies(turn: Any) -> Any:
+        raise Crash
+
+    with pytest.raises(Crash):
+        run_loop(dies, tools=[world.tool()], operation_ledger=tmp_path / "ops.sqlite", run_id="r-5")
+    out = resume("r-5", scripted([("c1", "A")]), tools=[world.tool()], operation_ledger=str(tmp_path / "ops.sqlite"))
+    assert out.status == "COMPLETED" and world.effects == {"A": 1}
 
 
 @pytest.mark.parametrize("where", ["missing", "empty", "not-a-ledger", "garbage", "other-run"])
@@ -424,7 +460,7 @@ def test_R46_resume_refuses_a_ledger_that_does_not_hold_the_run_and_creates_noth
     assert sorted(p.name for p in tmp_path.iterdir()) == before, "nothing created"
     assert "A" not in world.effects, "nothing sent"
     if where == "other-run":
-        assert "'r-9' is not in this operation ledger" in str(err.value)
+        assert "run 'r-9' is not in this operation ledger" in str(err.value)
 
 
 def test_R46_run_loop_refuses_an_empty_ledger_path() -> None:

@@ -30,6 +30,8 @@ _EXPORTS: dict[str, str] = {
     "idempotency_key": "core.writes",
     "EngineError": "engine.base",
     "ToolFailure": "engine.base",
+    "LedgerFailure": "engine.oplog",
+    "LedgerNotFound": "engine.oplog",
     "MemoryOperationLedger": "engine.oplog",
     "OperationLedger": "engine.oplog",
     "Rejected": "engine.oplog",
@@ -61,6 +63,8 @@ __all__ = [
     "CancelToken",
     "EngineError",
     "Ledger",
+    "LedgerFailure",
+    "LedgerNotFound",
     "Limits",
     "MemoryOperationLedger",
     "OperationLedger",
@@ -113,6 +117,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, imported e
     from .core.writes import WriteTool, idempotency_key
     from .engine.base import EngineError, ToolFailure
     from .engine.oplog import (
+        LedgerFailure,
+        LedgerNotFound,
         MemoryOperationLedger,
         OperationLedger,
         Rejected,

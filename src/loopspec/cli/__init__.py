@@ -48,7 +48,7 @@ def __getattr__(name: str) -> Any:
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "demo", "spec", "vectors", "diagram", "verify", "fuzz", "replay", "check", "serve",
+    "demo", "spec", "vectors", "diagram", "verify", "fuzz", "replay", "check", "serve", "monitor",
 )
 
 
@@ -151,6 +151,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _print_version()
     parser = build_parser()
     args = parser.parse_args(argv)
+    # the command line as typed (reports quote it, and say how to run it again)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.version:
         return _print_version()
     from ._common import EXIT_OK, EXIT_USAGE, UsageError

@@ -24,6 +24,7 @@ from ._common import (
     add_spec_option,
     progress_line,
 )
+from ._reports import add_report_options, check_report_paths, fuzz_report, write_reports
 
 if TYPE_CHECKING:
     from ..fuzz._adapter import ImplFactory
@@ -111,6 +112,7 @@ def register(sub: Any) -> None:
                                         "explanation, the statistics and the spec coverage"})
     add_progress_option(p)
     p.add_argument("--quiet", action="store_true", help="print only the summary line")
+    add_report_options(p)
     p.set_defaults(handler=handle)
 
 
@@ -174,9 +176,11 @@ def handle(args: argparse.Namespace) -> int:
     from ..fuzz._adapter import StderrLog
     from ..fuzz._campaign import Campaign
 
+    started = time.perf_counter()
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a directory")
+    check_report_paths(args)
     if args.dask is not None:
         import importlib.util
 
@@ -237,6 +241,12 @@ def handle(args: argparse.Namespace) -> int:
         paths = write_report(args.report, impl=args.impl, info=factory.info or {}, mode=args.mode, profile=profile,
                              result=result, strict=strict_result, out=out)
         say(f"report: {', '.join(paths)}")
+    if args.html or args.junit:
+        code = EXIT_FOUND if not result.ok else interrupted_exit(result) if result.interrupted else EXIT_OK
+        rep = fuzz_report(args, result, out, impl_info=factory.info, profile=profile, strict=strict_result,
+                          argv=getattr(args, "argv", None), seconds=time.perf_counter() - started, exit_code=code)
+        for path in write_reports(args, rep):
+            say(f"wrote {path}")
     if args.format == "json":
         from ..fuzz._model import json_text
         from ..fuzz._outputs import finding_summary

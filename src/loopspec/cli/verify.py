@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from ._common import (
     add_spec_option,
     progress_line,
 )
+from ._reports import add_report_options, check_report_paths, verify_report, write_reports
 
 Json = Any
 
@@ -49,6 +51,7 @@ def register(sub: Any) -> None:
     p.add_argument("--scope", action="append", default=[],
                    help="explore only this scope (repeatable); scopes marked slow are explored only when named")
     add_format_option(p, meanings={"json": "the loopspec-verify/1 report on stdout, for programs"})
+    add_report_options(p)
     p.add_argument("--out", metavar="DIR", help="write verify.json, coverage.json and, on a violation, "
                    "counterexample.json, counterexample.txt and trace.json")
     add_progress_option(p)
@@ -102,6 +105,7 @@ class _Progress:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_report_paths(args)
     if args.writes:
         return _writes(args)
     if args.mutants:
@@ -128,6 +132,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError("--update-expected records the committed bounds with the core and the fast model: "
                          "drop --bound/--model/--variant")
     prog = _Progress(args)
+    started = time.perf_counter()
     results = []
     for scope in scopes:
         results.append(explore(bounds, scope, sem, model=args.model, progress=prog, count_orbits=args.count_orbits))
@@ -201,6 +206,12 @@ def handle(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         _text(report, results, expected_diffs, explain(lifted) if lifted else crash_text)
+    code = EXIT_OK if report["passed"] else EXIT_FOUND
+    if args.html or args.junit:
+        rep = verify_report(args, report, results, explain(lifted) if lifted else crash_text,
+                            argv=getattr(args, "argv", None), seconds=time.perf_counter() - started, exit_code=code)
+        for path in write_reports(args, rep):
+            print(f"loopspec verify: wrote {path}", file=sys.stderr)
     if expected_diffs:
         print("loopspec verify: the figures differ from [scope.*.expected] in the bounds file; if the change is "
               "intended, run `loopspec verify --update-expected` and commit it", file=sys.stderr)

@@ -134,6 +134,7 @@ class MemoryOperationLedger:
     def __init__(self) -> None:
         self._ops: dict[str, OpRecord] = {}
         self._answers: dict[tuple[str, int], Any] = {}
+        self._runs: set[str] = set()
         self._lock = threading.Lock()
         self.log: list[tuple[str, str, str]] = []  # (key, transition, run id)
 
@@ -161,9 +162,14 @@ class MemoryOperationLedger:
     def record_answer(self, run_id: str, index: int, call_id: str, answer: Any) -> None:
         self._answers.setdefault((run_id, index), answer)
 
+    def record_run(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.add(run_id)
+
     def holds_run(self, run_id: str) -> bool:
         with self._lock:
-            return any(run == run_id for _k, _n, run in self.log) or any(r == run_id for r, _i in self._answers)
+            return run_id in self._runs or any(run == run_id for _k, _n, run in self.log) \
+                or any(r == run_id for r, _i in self._answers)
 
     def close(self) -> None:
         pass
@@ -179,6 +185,7 @@ CREATE TABLE IF NOT EXISTS transitions (
   to_state TEXT NOT NULL, run_id TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS answers (
   run_id TEXT NOT NULL, idx INTEGER NOT NULL, call_id TEXT NOT NULL, answer TEXT NOT NULL, PRIMARY KEY (run_id, idx));
+CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, started REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS operations_run ON operations (run_id);
 """
 
@@ -223,12 +230,14 @@ class SQLiteOperationLedger:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
                 if create:
-                    self._db.executescript(_SCHEMA)
+                    self._db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")  # one transaction: one sync
                 break
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     self._db.close()
                     raise
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 time.sleep(pause)
                 pause = min(pause * 2, 0.05)
             except BaseException:
@@ -246,11 +255,23 @@ class SQLiteOperationLedger:
         if missing:
             raise LedgerNotFound(f"{self.path}: not an operation ledger (no table {', '.join(sorted(missing))})")
 
+    def record_run(self, run_id: str) -> None:
+        """Record that run ``run_id`` started with this ledger (before its first request: what :meth:`holds_run`
+        finds for a run that crashed before its first write)."""
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO runs (run_id, started) VALUES (?, ?)", (run_id, time.time()))
+
     def holds_run(self, run_id: str) -> bool:
-        """Has run ``run_id`` recorded anything here (a transition or an answer)?"""
+        """Did run ``run_id`` start with this ledger, or record anything in it (a transition, an answer)?"""
         with self._lock:
             row = self._db.execute("SELECT EXISTS (SELECT 1 FROM transitions WHERE run_id = ?) "
                                    "OR EXISTS (SELECT 1 FROM answers WHERE run_id = ?)", (run_id, run_id)).fetchone()
+            if row[0]:
+                return True
+            try:  # a ledger made before the runs table existed has none
+                row = self._db.execute("SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)", (run_id,)).fetchone()
+            except sqlite3.OperationalError:
+                return False
         return bool(row[0])
 
     @staticmethod
@@ -386,7 +407,11 @@ class WriteExecutor:
     #: call id or None, tool, key, transition name, from state, the record after it) — the run ledger's
     #: ``write_recorded`` events (R27, R40)
     listener: Callable[[int | None, str | None, str, str, str, str, OpRecord], None] | None = None
+    #: told of every transition the ledger failed to record: (request index or None, call id or None, tool, key,
+    #: transition name, the state it was tried from) — the run ledger's ``write_failed`` events (R40)
+    failure_listener: Callable[[int | None, str | None, str, str, str, str], None] | None = None
     _args: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    _tools: dict[str, str] = field(default_factory=dict)  # key -> its tool
     _at: tuple[int | None, str | None] = (None, None)
     #: key -> (state, result) as this executor last read or recorded it, for the keys of this run
     _known: dict[str, tuple[str, Any]] = field(default_factory=dict)
@@ -420,9 +445,19 @@ class WriteExecutor:
         return rec
 
     def _t(self, key: str, name: str, **kw: Any) -> OpRecord:
-        """Record transition ``name`` of ``key`` (one transaction) and tell the listener."""
-        before = self._get(key) if self.listener is not None else None
-        rec: OpRecord = self._read(f"record {name}", lambda: self.ledger.transition(key, name, run_id=self.run_id, **kw))
+        """Record transition ``name`` of ``key`` (one transaction) and tell the listener — or, when the ledger fails
+        to record it, the failure listener."""
+        before: OpRecord | None = None
+        try:
+            before = self._get(key) if self.listener is not None else None
+            rec: OpRecord = self._read(f"record {name}",
+                                       lambda: self.ledger.transition(key, name, run_id=self.run_id, **kw))
+        except LedgerFailure:
+            if self.failure_listener is not None:
+                frm = before.state if before is not None else self._known.get(key, ("absent", None))[0]
+                self.failure_listener(*self._at, self._tools.get(key, ""), key, name, frm)
+            raise
+        self._tools[key] = rec.tool
         self._note(rec)
         if self.listener is not None:
             self.listener(*self._at, rec.tool, key, name, before.state if before is not None else "absent", rec)
@@ -466,6 +501,7 @@ class WriteExecutor:
         self.marked = False
         self._at = (index, call_id)
         key = self.key(name, call_id, arguments)
+        self._tools[key] = name
         known = self._known.get(key)
         self._seen_key, self._seen = key, known if known is not None and known[0] == "confirmed" else None
         with self._mu:
@@ -501,13 +537,17 @@ class WriteExecutor:
 
     def _answer_after_failure(self, key: str) -> dict[str, Any]:
         """The answer when the ledger failed while the request was decided: from the key's last state this
-        executor knows was recorded (SPEC.md R40, "When the operation ledger fails")."""
-        seen = self._seen
+        executor knows was recorded (SPEC.md R40, "When the operation ledger fails"). A key this run never recorded
+        (not read at its restart, not recorded since) was not sent by it: when the ledger cannot say more, nothing
+        was sent for the request."""
+        own = self._known.get(key)
+        seen = self._seen if self._seen is not None else own
         if seen is not None and seen[0] == "confirmed":
             return {"status": "ok", "output": seen[1]}
-        if seen is None or seen[0] in _UNSETTLED:
-            with self._mu:
-                self._unsure.add(key)
+        if seen is not None and seen[0] in _UNSETTLED:
+            if own is not None:
+                with self._mu:
+                    self._unsure.add(key)
             return {"status": "error", "code": w.OUTCOME_UNKNOWN}
         return {"status": "error", "code": "DEPENDENCY_TEMPORARY"}  # nothing was sent for it by this request
 
@@ -668,35 +708,42 @@ class WriteExecutor:
         """The end of the run (R46): an intent never sent is abandoned, a dispatch mark left without a result (its
         outcome could not be recorded, R40) becomes unknown, and every unknown operation is reconciled; COMPLETED
         only when none is left unknown; otherwise TRUNCATED with stop reason UNRECONCILED and the unknown keys
-        listed. When the ledger fails meanwhile, every key of the run whose write may have happened and whose
-        outcome is not recorded is listed (the keys it cannot vouch for), and the run is not COMPLETED."""
+        listed. Each key is settled on its own: when the ledger fails for one (or cannot list the run's
+        operations: then the keys as this executor last knew them), that key is listed — its write may have
+        happened, or its intent is still recorded — and the others are settled all the same."""
+        with self._mu:
+            busy = set(self._busy)
         try:
-            with self._mu:
-                busy = set(self._busy)
-            for rec in self._read("list the run's operations", self.ledger.operations, self.run_id):
+            ops = self._read("list the run's operations", self.ledger.operations, self.run_id)
+            for rec in ops:
                 self._note(rec)
-                if rec.key in busy:
-                    continue  # a write still running (a cancelled run): its outcome is not known; listed below
-                if rec.state == "intent":
-                    self._t(rec.key, "abandon_intent")
-                elif rec.state == "dispatched" and not self.policy.retry_without_lookup:
-                    self._t(rec.key, "lose_outcome")
-            unknown = {r.key for r in self._reconcile_all()}
-            for rec in self._read("list the run's operations", self.ledger.operations, self.run_id):
-                if rec.key in busy and rec.state in _UNSETTLED | {"intent"}:
-                    unknown.add(rec.key)
-            with self._mu:
-                left = {k for k in self._unsure if self._known.get(k, ("?",))[0] in _UNSETTLED or k not in self._known}
-            # a key whose request found the ledger failing and that the ledger now holds settled is no longer unsure
-            for k in list(left):
-                rec = self._get(k)
-                if rec is None or rec.state not in _UNSETTLED or rec.run_id != self.run_id:
-                    left.discard(k)
-            unknown |= left
-        except LedgerFailure:  # what the end could not settle: every key not known to be confirmed or failed
-            with self._mu:
-                unknown = set(self._unsure) | set(self._busy)
-                unknown |= {k for k, (st, _r) in self._known.items() if st in _UNSETTLED or st == "intent"}
-        if unknown:
-            return {"status": "TRUNCATED", "stopReason": "UNRECONCILED", "unreconciled": sorted(unknown)}
+                self._tools[rec.key] = rec.tool
+            states = {r.key: r.state for r in ops}
+        except LedgerFailure:
+            states = {k: st for k, (st, _r) in self._known.items()}
+        left: set[str] = set()
+        for key, st in sorted(states.items()):
+            if key in busy:  # a write still running (a cancelled run): its outcome is not known
+                if st in _UNSETTLED or st == "intent":
+                    left.add(key)
+                continue
+            try:
+                if st == "intent":
+                    self._t(key, "abandon_intent")
+                    continue
+                if self.policy.retry_without_lookup:  # the variant neither loses nor reconciles at the end
+                    if st == "unknown":
+                        left.add(key)
+                    continue
+                if st == "dispatched":
+                    self._t(key, "lose_outcome")
+                    st = "unknown"
+                if st == "unknown":
+                    h = self.handlers.get(self._tools.get(key, ""))
+                    if h is None or self._reconcile(h, key, self._args.get(key)) == "unknown":
+                        left.add(key)
+            except LedgerFailure:
+                left.add(key)
+        if left:
+            return {"status": "TRUNCATED", "stopReason": "UNRECONCILED", "unreconciled": sorted(left)}
         return {"status": "COMPLETED", "stopReason": None, "unreconciled": []}

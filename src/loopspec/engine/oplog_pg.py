@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS loopspec_transitions (
   to_state TEXT NOT NULL, run_id TEXT NOT NULL, at DOUBLE PRECISION NOT NULL);
 CREATE TABLE IF NOT EXISTS loopspec_answers (
   run_id TEXT NOT NULL, idx INTEGER NOT NULL, call_id TEXT NOT NULL, answer TEXT NOT NULL, PRIMARY KEY (run_id, idx));
+CREATE TABLE IF NOT EXISTS loopspec_runs (run_id TEXT PRIMARY KEY, started DOUBLE PRECISION NOT NULL);
 CREATE INDEX IF NOT EXISTS loopspec_operations_run ON loopspec_operations (run_id);
 CREATE INDEX IF NOT EXISTS loopspec_transitions_run ON loopspec_transitions (run_id, name);
 """
@@ -90,12 +91,22 @@ class PostgresOperationLedger:
             self._db = self._connect()
         return self._db
 
-    def holds_run(self, run_id: str) -> bool:
-        """Has run ``run_id`` recorded anything here (a transition or an answer)?"""
+    def record_run(self, run_id: str) -> None:
+        """Record that run ``run_id`` started with this ledger (before its first request)."""
         with self._lock:
-            row = self._conn().execute("SELECT EXISTS (SELECT 1 FROM loopspec_transitions WHERE run_id = %s) OR "
-                                       "EXISTS (SELECT 1 FROM loopspec_answers WHERE run_id = %s)",
-                                       (run_id, run_id)).fetchone()
+            self._conn().execute("INSERT INTO loopspec_runs (run_id, started) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                                 (run_id, time.time()))
+
+    def holds_run(self, run_id: str) -> bool:
+        """Did run ``run_id`` start with this ledger, or record anything in it (a transition, an answer)?"""
+        with self._lock:
+            db = self._conn()
+            row = db.execute("SELECT EXISTS (SELECT 1 FROM loopspec_transitions WHERE run_id = %s) OR "
+                             "EXISTS (SELECT 1 FROM loopspec_answers WHERE run_id = %s), "
+                             "to_regclass('loopspec_runs') IS NOT NULL", (run_id, run_id)).fetchone()
+            if row is None or row[0] or not row[1]:  # a ledger made before loopspec_runs existed has none
+                return bool(row and row[0])
+            row = db.execute("SELECT EXISTS (SELECT 1 FROM loopspec_runs WHERE run_id = %s)", (run_id,)).fetchone()
         return bool(row and row[0])
 
     def get(self, key: str) -> OpRecord | None:

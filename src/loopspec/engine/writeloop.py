@@ -21,7 +21,15 @@ from typing import Any
 from ..core import rules as core
 from ..core import writes as w
 from ..core.ledger import digest
-from .oplog import LedgerNotFound, OperationLedger, OpRecord, Rejected, WriteExecutor, WriteHandler
+from .oplog import (
+    LedgerFailure,
+    LedgerNotFound,
+    OperationLedger,
+    OpRecord,
+    Rejected,
+    WriteExecutor,
+    WriteHandler,
+)
 from .oplog_open import open_operation_ledger
 
 __all__ = [
@@ -52,23 +60,30 @@ class RunWrites:
         return self.ex is not None
 
     def attach(self, emit: Callable[..., None]) -> None:
-        """Record every operation transition in the run ledger as ``write_recorded`` (after its commit)."""
+        """Record every operation transition in the run ledger as ``write_recorded`` (after its commit), and every
+        one the operation ledger failed to record as ``write_failed`` (R40)."""
         if self.ex is None:
             return
 
         def told(index: int | None, call_id: str | None, tool: str, key: str, name: str, frm: str, rec: OpRecord) -> None:
             emit("write_recorded", None, index=index, callId=call_id, tool=tool, key=key, op=w.op_transition_id(name),
                  **{"from": frm, "to": rec.state}, resultDigest=digest(rec.result) if name in _RESULT_OPS else None)
+
+        def failed(index: int | None, call_id: str | None, tool: str, key: str, name: str, frm: str) -> None:
+            emit("write_failed", None, index=index, callId=call_id, tool=tool, key=key, op=w.op_transition_id(name),
+                 **{"from": frm})
         self.ex.listener = told
+        self.ex.failure_listener = failed
 
     def detach(self) -> None:
         if self.ex is not None:
             self.ex.listener = None
+            self.ex.failure_listener = None
 
     def restart_facts(self) -> dict[str, Any]:
         """``run_resumed``'s facts: the run's operations and dispatch marks as the operation ledger holds them."""
         assert self.ex is not None
-        ops = self.ex.ledger.operations(self.ex.run_id)
+        ops = self.ex._read("list the run's operations", self.ex.ledger.operations, self.ex.run_id)
         return {"operations": [{"key": r.key, "tool": r.tool, "state": r.state} for r in ops],
                 "dispatched": self.ex.dispatched()}
 
@@ -113,7 +128,7 @@ class RunWrites:
 
 
 def _holds_run(ledger: Any, run_id: str) -> bool:
-    """Has run ``run_id`` recorded anything in ``ledger`` (a transition, an answer)? A ledger object without
+    """Did run ``run_id`` start with ``ledger`` (``record_run``) or record anything in it? A ledger object without
     ``holds_run`` is asked for the run's operations and dispatch marks."""
     holds = getattr(ledger, "holds_run", None)
     if callable(holds):
@@ -143,12 +158,22 @@ def writes_for_run(tools: Mapping[str, Any], ops: Any, config: core.RunConfig, *
     opened = not hasattr(ops, "transition")  # a path (or None): ours to close
     # R46: a run is continued from the ledger that holds it; one that does not exist is never created
     ledger: OperationLedger = open_operation_ledger(ops, create=not resuming)
-    if resuming and not _holds_run(ledger, config.run_id):
+    try:
+        if resuming and not _holds_run(ledger, config.run_id):
+            raise LedgerNotFound(f"resume: run {config.run_id!r} is not in this operation ledger ({_name(ops)}): it "
+                                 "did not start with it, so nothing is known of its writes and resuming from it would "
+                                 "send them all again (give the ledger the run used)")
+        record = getattr(ledger, "record_run", None)
+        if not resuming and callable(record):
+            try:  # R46: what a resume after a crash before the first write finds
+                record(config.run_id)
+            except Exception as exc:
+                raise LedgerFailure(f"the operation ledger cannot record the start of run {config.run_id!r}, so the "
+                                    f"run does not start (nothing was sent): {type(exc).__name__}: {exc}") from exc
+    except BaseException:
         if opened:
             ledger.close()
-        raise LedgerNotFound(f"resume: run {config.run_id!r} is not in this operation ledger ({_name(ops)}): it "
-                             "recorded nothing there, so nothing is known of its writes; resuming from it would "
-                             "send them all again (give the ledger the run used, or start the run with run_loop)")
+        raise
     current: dict[str, Any] = {}  # tool name -> the ToolContext of the request being answered
 
     def sender(name: str) -> Callable[[Mapping[str, Any], str], Any]:

@@ -51,7 +51,8 @@ CONCURRENT_EFFECT_EVENTS: Final[Mapping[str, tuple[frozenset[str], ...]]] = {
 }
 
 #: Events recorded outside any transition.
-UNTRANSITIONED_EVENTS: Final = frozenset({"run_started", "late_result_discarded", "run_resumed", "write_recorded"})
+UNTRANSITIONED_EVENTS: Final = frozenset({"run_started", "late_result_discarded", "run_resumed", "write_recorded",
+                                          "write_failed"})
 
 #: Every event type of ledger format v1.
 EVENT_TYPES: Final = frozenset(t for steps in EFFECT_EVENTS.values() for s in steps for t in s) | UNTRANSITIONED_EVENTS | {

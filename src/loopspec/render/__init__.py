@@ -1,6 +1,8 @@
 """Diagrams rendered from the spec: extract (``model``) → renderers (``dot``, ``mermaid``, ``markdown``),
-with trace and coverage overlays (``overlay``). Every function here is pure; the ``loopspec diagram``
-command does the I/O and runs Graphviz.
+with trace and coverage overlays (``overlay``); and the reports of ``fuzz``, ``check`` and ``verify`` drawn
+with them: a report as plain data (``report``), a self-contained HTML page (``html``) and JUnit XML
+(``junit``). Every function here is pure but the JUnit writer, which spools and writes its file atomically;
+the commands do the rest of the I/O and run Graphviz.
 
 Layer: a driver, beside ``fuzz``, ``oracle`` and ``checker`` (none of which it imports); it may import
 ``spec`` and ``support``.

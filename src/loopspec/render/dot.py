@@ -16,7 +16,7 @@ from . import style as st
 from .model import CheckFlow, Decision, Edge, Machine, StateNode, merged_edges
 from .overlay import Overlay
 
-__all__ = ["check_flow_dot", "machine_dot"]
+__all__ = ["check_flow_dot", "machine_dot", "machine_svg_ids"]
 
 WRAP = 40
 GEN_NOTE = "generated from spec/loop.toml by `loopspec diagram`; do not edit"
@@ -194,6 +194,33 @@ def _graph(name: str, title: str, dpi: int | None, **extra: str) -> graphviz.Dig
     )
 
 
+def merged_edge_id(members: tuple[Edge, ...]) -> str:
+    """The SVG element id of a drawn edge bundling ``members`` (one transition, or several of one group)."""
+    return "_".join(m.id for m in members)
+
+
+def wide_edge_id(e: Edge, source: str | None) -> str:
+    """The SVG element id of a transition leaving several states: drawn once from the "running" cluster
+    (``source`` None) or once per source state."""
+    return e.id if source is None else f"{e.id}_{source}"
+
+
+def machine_svg_ids(machine: Machine) -> dict[str, dict[str, str]]:
+    """Where each transition is drawn in the SVG that :func:`machine_dot` renders: transition id -> {source
+    state -> the id of the edge's ``<g>`` element}, and each state's element is ``state-<id>``. What a page
+    uses to highlight a path on the drawn machine."""
+    out: dict[str, dict[str, str]] = {}
+    for src, _dst, members in merged_edges(machine):
+        for m in members:
+            out.setdefault(m.id, {})[src] = merged_edge_id(members)
+    all_active = {s.id for s in machine.active_states}
+    for e in machine.edges:
+        if len(e.sources) > 1:
+            whole = set(e.sources) == all_active
+            out[e.id] = {s: wide_edge_id(e, None if whole else s) for s in e.sources}
+    return out
+
+
 def machine_dot(machine: Machine, overlay: Overlay | None = None, *, dpi: int | None = None) -> str:
     """The loop machine as DOT. ``overlay`` draws a trace and/or coverage on it."""
     ov = overlay if overlay is not None and (overlay.has_trace or overlay.has_coverage) else None
@@ -245,7 +272,7 @@ def machine_dot(machine: Machine, overlay: Overlay | None = None, *, dpi: int | 
         rows = [_row(m, ov, wrap=wrap) for m in members]
         tip = "; ".join(f"{m.id} {m.name}: {m.label} ({', '.join(m.rules)})" for m in members)
         # minlen 2 into the terminal column leaves a rank of room for the labels there.
-        g.edge(src, dst, _label(rows), id="_".join(m.id for m in members), tooltip=tip,
+        g.edge(src, dst, _label(rows), id=merged_edge_id(members), tooltip=tip,
                minlen="2" if dst in terminal_ids else "1", **({"headport": "w"} if dst in looped and src != dst else {}),
                **_edge_attrs(members, ov))
     for e in wide:
@@ -253,12 +280,13 @@ def machine_dot(machine: Machine, overlay: Overlay | None = None, *, dpi: int | 
         if set(e.sources) == all_active:
             lead = f"<i>{_e(e.trigger)}, from any running state</i> "
             # Drawn from the border of the "running" cluster (ltail), marked with a dot at its tail.
-            g.edge(machine.active_states[-1].id, e.dest, _label([_row(e, ov, lead=lead)]), id=e.id, tooltip=tip,
+            g.edge(machine.active_states[-1].id, e.dest, _label([_row(e, ov, lead=lead)]), id=wide_edge_id(e, None),
+                   tooltip=tip,
                    ltail="cluster_active", dir="both", arrowtail="dot", minlen="2", **_edge_attrs((e,), ov))
         else:
             for s in e.sources:
                 g.edge(s, e.dest, _label([_row(e, ov, lead=f"<i>{_e(e.trigger)}</i> ")]),
-                       id=f"{e.id}_{s}", tooltip=tip, **_edge_attrs((e,), ov))
+                       id=wide_edge_id(e, s), tooltip=tip, **_edge_attrs((e,), ov))
 
     return g.source
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
 # Characters a terminal may act on (C0 and C1 controls, DEL) or that change what a line shows (bidi
 # overrides and isolates, line and paragraph separators).
@@ -98,6 +99,15 @@ def paint(text: str, code: str, enabled: bool) -> str:
 def write_atomic(path: str | Path, text: str | bytes) -> None:
     """Write ``text`` (or bytes) to ``path`` atomically: a temp file in the same directory, fsynced,
     then renamed over the target, with the permissions an ordinary new file would get."""
+    with open_atomic(path, "wb") as fh:
+        fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """A file to write ``path`` through, atomically: a temp file in the same directory, with the permissions
+    an ordinary new file would get, fsynced and renamed over ``path`` when the block ends without an
+    exception (removed when it raises). ``mode`` is ``"w"`` (UTF-8 text) or ``"wb"``."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
@@ -105,8 +115,8 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a report should be readable like any file
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)

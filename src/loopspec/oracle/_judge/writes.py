@@ -16,11 +16,12 @@ run's operations as the operation ledger held them at the restart (SPEC.md R46, 
   execution is charged exactly when it recorded a dispatch mark (R45);
 * an execution whose key ends unknown is answered ``OUTCOME_UNKNOWN`` (R42), one that ends confirmed ``ok``;
 * at the terminal event no operation of the run is left in ``intent`` (nor ``dispatched``, unless the run
-  was cancelled with the write in flight), unless the run ends UNRECONCILED (its operation ledger failed to
-  record the end, R40), and every one still unknown was reconciled after it became unknown (R46). Whether the final answer finds a write unknown (T35) is computed from these events.
+  was cancelled with the write in flight), and every one still unknown was reconciled after it became
+  unknown (R46) — except a key a transition of which the operation ledger failed to record (a
+  ``write_failed`` event, R40) in a run that ends UNRECONCILED. Whether the final answer finds a write unknown (T35) is computed from these events.
 
-Pure bookkeeping over plain data: the verdicts are :class:`~loopspec.oracle._ledger.Divergence` /
-:class:`~loopspec.oracle._ledger.RunInputError`, raised as the rest of the replay raises them.
+Pure bookkeeping over plain data: the verdicts are :class:`~loopspec.oracle._divergence.Divergence` /
+:class:`~loopspec.oracle._divergence.RunInputError`, raised as the rest of the replay raises them.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..core import writes as w
-from ._divergence import Divergence, RunInputError
+from ...core import writes as w
+from .._divergence import Divergence, RunInputError
 
 if TYPE_CHECKING:
-    from ._divergence import CheckerView as RunChecker
+    from .._divergence import CheckerView as RunChecker
 
 Json = Any
 
@@ -44,7 +45,7 @@ _RECONCILE = frozenset({"reconcile_applied", "reconcile_not_applied", "reconcile
 class WriteTracker:
     """The keys a run's write events touched and what is owed for them (see the module docstring)."""
 
-    __slots__ = ("exec_ops", "keys", "marks", "owed", "own", "reconciled", "restarts")
+    __slots__ = ("exec_ops", "failed", "keys", "marks", "owed", "own", "reconciled", "restarts")
 
     def __init__(self) -> None:
         self.keys: dict[str, str] = {}  # key -> the state the run's events (and restarts) left it in
@@ -54,6 +55,7 @@ class WriteTracker:
         self.owed: dict[str, str] | None = None  # after a restart: key -> what recovery owes it (R46)
         self.exec_ops: list[Mapping[str, Json]] = []  # the write events of the execution in progress
         self.restarts = 0
+        self.failed: set[str] = set()  # keys a transition of which the operation ledger failed to record (R40)
 
     # -- the verdicts ------------------------------------------------------------------------------
     @staticmethod
@@ -236,23 +238,34 @@ class WriteTracker:
                 {"outcome": out}, "INV-W-LEDGER-TRUTH")
 
     def unknown(self) -> tuple[str, ...]:
-        """The run's operations still unknown — or still ``dispatched``, their outcome never recorded (the operation
-        ledger failed, R40): what the final answer finds (T35, R46)."""
-        return tuple(sorted(k for k in self.own if self.keys.get(k) in ("unknown", "dispatched")))
+        """The run's operations still unknown — or left ``dispatched`` or ``intent`` by a transition the operation
+        ledger failed to record (``write_failed``, R40): what the final answer finds (T35, R46)."""
+        return tuple(sorted(k for k in self.own if self.keys.get(k) == "unknown"
+                            or (k in self.failed and self.keys.get(k) in ("dispatched", "intent"))))
+
+    # -- write_failed ------------------------------------------------------------------------------
+    def on_failed(self, chk: RunChecker, ev: Mapping[str, Json], line: int) -> None:
+        """A transition the operation ledger failed to record (R40): the key's state is what the run's events left
+        it in, and the run may end UNRECONCILED with it unsettled."""
+        key, frm = ev.get("key"), ev.get("from")
+        if w.OP_BY_ID.get(ev.get("op")) is None or not isinstance(key, str) or frm not in _STATES:  # type: ignore[arg-type]
+            raise RunInputError("write_failed needs op (W01..W10), key and from (an operation state)", line)
+        self.failed.add(key)
 
     def _terminal(self, chk: RunChecker, ev: Mapping[str, Json], line: int) -> None:
         status = ev.get("status")
-        # a run that ends UNRECONCILED may leave an operation whose end its operation ledger failed to record (R40)
-        unsettled_ok = ev.get("stopReason") == "UNRECONCILED"
+        unreconciled = ev.get("stopReason") == "UNRECONCILED"
         for key in sorted(self.own):
             st = self.keys[key]
-            if (st == "intent" or (st == "dispatched" and status != "CANCELLED")) and not unsettled_ok:
+            # a run that ends UNRECONCILED may leave a key whose transition its operation ledger failed to record
+            excused = unreconciled and key in self.failed
+            if (st == "intent" or (st == "dispatched" and status != "CANCELLED")) and not excused:
                 raise self._diverge(
                     chk, ev, line, "R46", "operation-left-in-flight",
                     f"Then a run that ends leaves none of its operations in intent (abandoned, W10) or dispatched "
                     f"(R46); but key {key[:12]}… is {st} at its terminal event.", {"state": "not intent/dispatched"},
                     {"state": st}, "INV-W-RECONCILED")
-            if st == "unknown" and not self.reconciled.get(key, False):
+            if st == "unknown" and not self.reconciled.get(key, False) and not excused:
                 raise self._diverge(
                     chk, ev, line, "R46", "unknown-not-reconciled-at-end",
                     f"Then every unknown outcome of the run is reconciled before its terminal state (R46); but key "
