@@ -50,7 +50,7 @@ from typing import Any
 
 from loopspec.judge.verdict import default_spec
 from loopspec.oracle import _json
-from loopspec.oracle._stream import LedgerStream
+from loopspec.oracle._check import LedgerCheck
 from loopspec.oracle.corpus import template_runs, write_corpus
 from loopspec.support import safejson
 
@@ -94,7 +94,7 @@ def check_jobs(path: Path, jobs: int) -> tuple[int, int]:
 def check(path: Path) -> tuple[int, int]:
     spec = default_spec()
     with path.open("rb") as fh:
-        ls = LedgerStream(spec, str(path))
+        ls = LedgerCheck(spec, str(path))
         runs = sum(1 for r in ls.run(fh) if getattr(r, "verdict", "") == "conforms")
     return ls.events, runs
 
@@ -158,7 +158,7 @@ def _without(replay: bool, setup: bool) -> Iterator[None]:
     the read loop going (seq, event count, the terminal event ends the run): what remains is what those
     stages do not cost. For measuring only."""
     from loopspec.core.rules import RunState
-    from loopspec.oracle._ledger import Checks, RunChecker, cached_run_config
+    from loopspec.oracle._judge.ledger import Checks, RunChecker, cached_run_config
 
     feed, init = RunChecker.feed, RunChecker.__init__
     states: dict[int, RunState] = {}

@@ -22,7 +22,13 @@ same judge):
   beyond keeping the smallest failing case. The time from its start to its first case on disk, and
   the calls in the smallest case it kept.
 
-    python3 benchmarks/fuzz_ttc.py [--bugs a,b,...] [--seed S] [--naive-examples N] [--json]
+    python3 benchmarks/fuzz_ttc.py [--bugs a,b,...] [--seed S] [--naive-examples N] [-x] [--json]
+
+``-x`` runs ours with ``loopspec fuzz -x`` (stop at the first reduced case, as ``pytest -x``): the command's
+wall time is then the time to a reported case, printed beside the naive driver's time to its first case.
+``java:text-tools`` (in the default list when javac is on PATH) is the executor of docs/adapters.md,
+examples/java/wrapped/, fuzzed with ``--tools text-tools.json``; the naive driver then draws its calls over the
+same two declared tools.
 
 Prints a table and the medians; nothing is asserted.
 """
@@ -74,6 +80,20 @@ def java_build() -> list[str] | None:
     return ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", str(build), "LoopspecExecutor"]
 
 
+def text_tools_build() -> list[str] | None:
+    """examples/java/wrapped (TextTools and its adapter), compiled into a temporary directory."""
+    import shutil
+
+    if shutil.which("javac") is None:
+        return None
+    build = Path(tempfile.mkdtemp(prefix="loopspec-tt-"))
+    sources = sorted(str(p) for p in (ROOT / "examples" / "java" / "wrapped").glob("*.java"))
+    if subprocess.run(["javac", "--release", "17", "-d", str(build), *sources], capture_output=True,
+                      timeout=300).returncode != 0:
+        return None
+    return ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", str(build), "TextToolsAdapter"]
+
+
 def watch(cmd: list[str], out: Path, timeout: float) -> dict[str, Any]:
     """Run ``cmd``; the time until a non-provisional case file appears in ``out``."""
     t0 = time.perf_counter()
@@ -109,7 +129,8 @@ def watch(cmd: list[str], out: Path, timeout: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path) -> dict[str, Any]:
+def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path,
+                 declared: str | None = None) -> dict[str, Any]:
     from loopspec.fuzz._adapter import ImplFactory
     from loopspec.fuzz._harness import run_step
     from loopspec.fuzz._writes_harness import run_writes_step
@@ -125,11 +146,17 @@ def naive_driver(cmd: list[str], mode: str, seed: int, examples: int, out: Path)
     args_pool = [{"q": "a"}, {"q": "b"}, {"n": 1}, {"n": 1.0}, {"n": True}, {}, {"q": "a", "principal": "mallory"},
                  {"n": 2, "x": 1}]
 
+    names = ["lookup", "write", "write", "shell"]
+    if declared is not None:  # the executor's own registry (--tools): the same tools, an unknown name beside
+        tools = json.loads(Path(declared).read_text())["tools"]
+        names = [t["name"] for t in tools] + ["shell"]
+        args_pool = [{"text": "a"}, {"text": "Java"}, {"text": ""}, {}, {"text": 1}, {"text": "a", "x": 1}]
+
     def call() -> Any:
         roll = rng.random()
         if roll < 0.05:
             return {"name": "lookup", "arguments": {}}  # no id
-        name = rng.choice(["lookup", "write", "write", "shell"])
+        name = rng.choice(names)
         return {"id": rng.choice(["c1", "c2", "c3"]), "name": name, "arguments": dict(rng.choice(args_pool))}
 
     def script() -> list[dict[str, Any]]:
@@ -215,8 +242,8 @@ def watch_naive(cmd: list[str], out: Path, timeout: float) -> dict[str, Any]:
 
 def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--naive-child":
-        cmd, mode, seed, examples, out = json.loads(sys.argv[2])
-        naive_driver(cmd, mode, seed, examples, Path(out))
+        cmd, mode, seed, examples, out, declared = json.loads(sys.argv[2])
+        naive_driver(cmd, mode, seed, examples, Path(out), declared)
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bugs", help="comma-separated bugs, java:NAME for the Java executor's (default: all but hang)")
@@ -225,6 +252,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-java", action="store_true", help="leave out the Java executor's bugs")
+    ap.add_argument("-x", "--exitfirst", action="store_true",
+                    help="run ours with loopspec fuzz -x: its command's wall time is the time to a reported case")
     args = ap.parse_args()
     bugs = args.bugs.split(",") if args.bugs else [b for b in sorted(example.BUGS) if b not in SKIP]
     wants_java = any(b.startswith("java:") for b in bugs) or (args.bugs is None and not args.no_java)
@@ -232,7 +261,8 @@ def main() -> int:
     if java is None and any(b.startswith("java:") for b in bugs):
         raise SystemExit("fuzz_ttc: the java: bugs need javac and java on PATH")
     if java is not None and args.bugs is None:
-        bugs += [f"java:{b}" for b in JAVA_BUGS]
+        bugs += [f"java:{b}" for b in JAVA_BUGS] + ["java:text-tools"]
+    wrapped = text_tools_build() if "java:text-tools" in bugs else None
     # warm up: the interpreter's bytecode cache for loopspec and the example (a user's installed copy has it)
     subprocess.run([sys.executable, "-m", "loopspec", "fuzz", "--impl", f"{sys.executable} {EXAMPLE}",
                     "--max-examples", "2", "--out", tempfile.mkdtemp(), "--quiet"], env=ENV, capture_output=True)
@@ -240,7 +270,11 @@ def main() -> int:
     for bug in bugs:
         name = bug.split(":", 1)[-1]  # a java: bug has the Python example's name for the same defect
         mode = "loop" if name in LOOP_BUGS else "writes" if name in example.WRITE_BUGS else "batch"
-        if bug.startswith("java:"):
+        declared = None
+        if bug == "java:text-tools":
+            assert wrapped is not None
+            cmd, declared = wrapped, str(ROOT / "examples" / "java" / "wrapped" / "text-tools.json")
+        elif bug.startswith("java:"):
             assert java is not None
             cmd = [*java, "--bug", bug.split(":", 1)[1]]
         else:
@@ -252,11 +286,13 @@ def main() -> int:
             import shlex
 
             ours = watch([sys.executable, "-m", "loopspec", "fuzz", "--impl", shlex.join(cmd), "--mode", mode,
-                          "--seed", str(args.seed), "--out", str(out), "--quiet"], out, args.timeout)
+                          "--seed", str(args.seed), "--out", str(out), "--quiet"]
+                         + (["--tools", declared] if declared else []) + (["-x"] if args.exitfirst else []),
+                         out, args.timeout)
             naive_out = Path(tmp) / "naive"
             naive_out.mkdir()
             naive = watch_naive([sys.executable, __file__, "--naive-child", json.dumps(
-                [cmd, mode, args.seed, args.naive_examples, str(naive_out)])], naive_out, args.timeout)
+                [cmd, mode, args.seed, args.naive_examples, str(naive_out), declared])], naive_out, args.timeout)
         rows.append({"bug": bug, "mode": mode, "ours": ours, "naive": naive})
         o, n = ours, naive
         cases = ", ".join(f"{r} {c}" for r, c in o["cases"]) or "none"
@@ -270,6 +306,10 @@ def main() -> int:
     print(f"\nours: caught {len(found)}/{len(rows)}; median {fmt(statistics.median(found) if found else None)}, "
           f"worst {fmt(max(found) if found else None)}; largest case "
           f"{max((c for r in rows for _, c in r['ours']['cases']), default=0)} calls")
+    if args.exitfirst:
+        walls = [r["ours"]["total"] for r in rows if r["ours"]["first"] is not None]
+        print(f"ours -x: the command reported its case and exited in a median {fmt(statistics.median(walls) if walls else None)}"
+              f" wall, worst {fmt(max(walls) if walls else None)}")
     print(f"naive: caught {len(nfound)}/{len(rows)}; median {fmt(statistics.median(nfound) if nfound else None)}, "
           f"worst {fmt(max(nfound) if nfound else None)}")
     if args.json:

@@ -82,3 +82,11 @@ def schema_validator(name: str, ref: str | None = None) -> Any:
     schema = root if ref is None else {"$schema": root["$schema"], "$ref": f"{root['$id']}#/$defs/{ref}"}
     cls = jsonschema.validators.validator_for(root)
     return cls(schema, registry=registry)
+
+
+def case_path(out: Path, rule: str, suffix: str = ".json") -> Path:
+    """The case file a campaign wrote in ``out`` for (the first cause, by name, of) ``rule``: cases are named by
+    their cause, ``R7-conflict-reused.json``."""
+    found = sorted(p for p in out.glob(f"{rule}-*.json") if not p.name.endswith(".path.json"))
+    assert found, f"no case for {rule} in {out}: {sorted(p.name for p in out.iterdir())}"
+    return found[0].with_name(found[0].name.removesuffix(".json") + suffix)

@@ -1,6 +1,7 @@
 """The architecture, enforced: the import-linter contracts of pyproject.toml hold (layers from ``cli`` down to
-``support``, the drivers independent of each other, no import cycle at any depth), they fail with the
-contract's message on an upward import or a cycle, at most six modules sit loose at the top of the package,
+``support``, the drivers independent of each other, the oracle's stages in pipeline order, no import cycle at
+any depth), they fail with the contract's message on an upward import, a backward call between the oracle's
+stages or a cycle, at most six modules sit loose at the top of the package,
 and what users rely on — the public names and every command and option — is exactly what it was before the
 packages were reorganised (tests/golden/public_surface.json)."""
 
@@ -30,7 +31,7 @@ def _lint(src: Path, config: Path) -> subprocess.CompletedProcess[str]:
 def test_the_import_contracts_hold() -> None:
     res = _lint(SRC, ROOT / "pyproject.toml")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "Contracts: 3 kept, 0 broken." in res.stdout
+    assert "Contracts: 4 kept, 0 broken." in res.stdout
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +78,27 @@ def test_a_driver_importing_another_driver_fails(copy: Path) -> None:
 def test_a_cycle_inside_a_package_fails(copy: Path) -> None:
     # the oracle's explanations sit below its checker: the reverse import makes a cycle
     target = copy / "src" / "loopspec" / "oracle" / "_divergence.py"
-    before = _with_line(target, "def _sneak() -> object:\n    from . import _ledger\n\n    return _ledger")
+    before = _with_line(target, "def _sneak() -> object:\n    from ._judge import ledger\n\n    return ledger")
     try:
         res = _lint(copy / "src", copy / "pyproject.toml")
     finally:
         target.write_text(before)
     assert res.returncode == 1
     assert "No cycles are allowed in loopspec.oracle." in res.stdout
+
+
+def test_an_oracle_stage_calling_back_into_an_earlier_one_fails(copy: Path) -> None:
+    # the judge reaching back into the read stage (to re-read a line, say) breaks the oracle's pipeline
+    target = copy / "src" / "loopspec" / "oracle" / "_judge" / "ledger.py"
+    before = _with_line(target, "def _sneak() -> object:\n    from .._read.lines import read_lines\n\n    return read_lines")
+    try:
+        res = _lint(copy / "src", copy / "pyproject.toml")
+    finally:
+        target.write_text(before)
+    assert res.returncode == 1, res.stdout
+    assert "oracle stages: detect -> read -> group -> judge -> record" in res.stdout
+    assert "loopspec.oracle._judge is not allowed to import loopspec.oracle._read" in res.stdout
+    assert "loopspec.oracle._judge.ledger -> loopspec.oracle._read.lines" in res.stdout
 
 
 def test_a_fuzz_stage_importing_an_earlier_stage_fails(copy: Path) -> None:

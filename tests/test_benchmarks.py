@@ -100,3 +100,19 @@ def test_verify_speed_quick_runs() -> None:
     row = re.search(r"^concurrent\s+([\d,]+) ", out, re.M)
     assert row and int(row.group(1).replace(",", "")) == expected, out  # the committed state count
     assert "time to exhaust the scopes measured" in out
+
+
+def test_oracle_flow_counts_no_backward_entry() -> None:
+    """The oracle's stages run in order: checking a ledger, a telemetry export and a transcript, control enters
+    a module of an earlier stage (or the driver) from a later one not once (counted under sys.setprofile)."""
+    out = _run("oracle_flow.py")
+    assert out.count("backward entries (into an earlier stage or a driver): 0") == 3, out
+    assert "_check -> _read" in out and "_check -> _judge" in out and "BACKWARD" not in out
+
+
+def test_telemetry_speed_prints_time_per_span_beside_the_parse() -> None:
+    out = _run("telemetry_speed.py", "--sizes", "400,800")
+    rows = re.findall(r"^ +([\d,]+) spans \(.*\): parse only +([\d.]+) us/span \(the anchor\) \| check +([\d.]+) us/span "
+                      r"= ([\d.]+) s \((\d+) runs, exit 0\)", out, re.M)
+    assert len(rows) == 4, out  # two sizes of each shape, every file checked to a conforming verdict
+    assert [int(r[4]) for r in rows] == [100, 200, 1, 1]

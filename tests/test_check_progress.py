@@ -12,7 +12,7 @@ import pytest
 
 from loopspec.cli import main
 from loopspec.cli.check import _END, _Reading, results
-from loopspec.oracle._stream import Options
+from loopspec.oracle._options import Options
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "oracle"
 PASS = GOLDEN / "ledger-pass.ndjson"

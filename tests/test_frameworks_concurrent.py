@@ -144,7 +144,7 @@ def test_a_campaign_in_the_default_concurrent_mode(name: str, tmp_path: Path) ->
     assert {"T30", "T31", "T33"} <= set(res.coverage["reachable"])
     for f in res.findings:
         assert not f.rule.startswith("P"), f.verdict.violation
-        case = json.loads((tmp_path / f"{f.rule}.json").read_text())
+        case = json.loads((tmp_path / f"{f.cause}.json").read_text())
         last = case["steps"][-1]
         if "concurrency" in last["config"]:
             assert isinstance(last["schedule"], list)  # replayable: the completion order is in the case

@@ -68,7 +68,7 @@ def test_campaign_runs_the_real_tool_path(name: str, mode: str, tmp_path) -> Non
     if mode == "loop" or name != "pydantic-ai":  # pydantic-ai refuses most small-budget batches outright
         assert res.stats["executionsObserved"] > 0
     for f in res.findings:
-        assert (tmp_path / f"{f.rule}.json").is_file()
+        assert (tmp_path / f"{f.cause}.json").is_file()
         assert not f.rule.startswith("P"), f.verdict.violation
     if _tested_version(name):
         unexpected = {f.rule for f in res.findings} - KNOWN.get((name, mode), set())

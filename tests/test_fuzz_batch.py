@@ -20,7 +20,7 @@ from loopspec.fuzz._campaign import Campaign
 from loopspec.fuzz._model import load_case
 from loopspec.protocol.executor import ReferenceExecutor
 from loopspec.spec.loader import load_spec
-from tests.fuzz_helpers import ROOT, example_cmd, schema_validator
+from tests.fuzz_helpers import ROOT, case_path, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
 
@@ -96,9 +96,9 @@ def test_every_buggy_variant_is_caught_and_shrunk(bug: str, tmp_path: Path) -> N
     for f in r.findings:
         assert f.calls <= 4, f"{bug}: {f.rule} counterexample has {f.calls} calls"
         assert f.reproduced is True
-        case = load_case(tmp_path / f"{f.rule}.json")
+        case = load_case(tmp_path / f"{f.cause}.json")
         assert case["provisional"] is False and case["verdict"]["violation"]["rule"] == f.rule
-        assert (tmp_path / f"{f.rule}.txt").read_text().startswith(f"loopspec fuzz: divergence {f.rule}")
+        assert (tmp_path / f"{f.cause}.txt").read_text().startswith(f"loopspec fuzz: divergence {f.rule}")
 
 
 def test_in_process_buggy_executor_is_caught(tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_a_hang_is_a_P2_finding_within_the_time_budget(tmp_path: Path) -> None:
     r = campaign(example_cmd("hang"), out=tmp_path, max_examples=100, seed=8, timeout=1.0, shrink_seconds=3.0)
     assert "P2" in {f.rule for f in r.findings}
     assert time.perf_counter() - t0 < 90
-    assert (tmp_path / "P2.json").is_file()
+    assert case_path(tmp_path, "P2").is_file()
     detail = next(f for f in r.findings if f.rule == "P2").verdict.violation.observed["detail"]
     assert "no answer to batch.run" in detail and "of sending it" in detail, detail  # a deadline, not silence
     if _PROC:  # what it did meanwhile: the example sleeps (PROTOCOL.md, P2)
@@ -232,12 +232,12 @@ def conflict_case(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_case_file_validates_against_its_schema(conflict_case: Path) -> None:
-    schema_validator("fuzz-case.schema.json").validate(json.loads((conflict_case / "R7.json").read_text()))
+    schema_validator("fuzz-case.schema.json").validate(json.loads(case_path(conflict_case, "R7").read_text()))
 
 
 def test_diagram_trace_is_the_expected_path_with_the_failed_transition(conflict_case: Path) -> None:
     spec = load_spec()
-    dt = json.loads((conflict_case / "R7.path.json").read_text())
+    dt = json.loads(case_path(conflict_case, "R7", ".path.json").read_text())
     assert {"path", "failed"} <= set(dt)
     validator = jsonschema.Draft202012Validator(
         json.loads((ROOT / "spec" / "schema" / "transition-path.schema.json").read_text()))
@@ -245,14 +245,14 @@ def test_diagram_trace_is_the_expected_path_with_the_failed_transition(conflict_
     assert all(spec.transition(t) for t in dt["path"])
     assert dt["path"][0] == "T04"
     assert spec.transition(dt["path"][-1]).dest in {"completed", "rejected", "failed", "truncated"}
-    case = load_case(conflict_case / "R7.json")
+    case = load_case(case_path(conflict_case, "R7"))
     assert dt["path"][dt["failed"]] == "T12"  # the conflict's rejection, where the implementation reused
     # the judge names the decision of that request: the rejection, or in abort mode the abort it causes
     assert case["verdict"]["violation"]["transition"] in ("T12", "T24")
 
 
 def test_diagram_draws_the_counterexample_path(conflict_case: Path, tmp_path: Path) -> None:
-    assert main(["diagram", "--trace", str(conflict_case / "R7.path.json"), "--format", "mermaid",
+    assert main(["diagram", "--trace", str(case_path(conflict_case, "R7", ".path.json")), "--format", "mermaid",
                  "--out", str(tmp_path)]) == 0
     text = next(tmp_path.glob("*.mmd")).read_text()
     assert "T12" in text and "failing step" in text
@@ -260,7 +260,7 @@ def test_diagram_draws_the_counterexample_path(conflict_case: Path, tmp_path: Pa
 
 def test_replay_reproduces_the_case_and_passes_on_a_correct_implementation(conflict_case: Path,
                                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    case = str(conflict_case / "R7.json")
+    case = str(case_path(conflict_case, "R7"))
     assert main(["replay", case, "--impl", example_cmd("conflict-reuse")]) == 1
     assert "R7 conflict-reused" in capsys.readouterr().out
     assert main(["replay", case, "--impl", example_cmd()]) == 0
@@ -274,7 +274,7 @@ def test_cli_fuzz_exit_codes_and_output(tmp_path: Path, capsys: pytest.CaptureFi
                  "--out", str(out), "--quiet", "--shrink-time", "5"])
     assert code == 1
     text = capsys.readouterr().out
-    assert "R15" in text and str(out / "R15.txt") in text
+    assert "R15" in text and str(case_path(out, "R15", ".txt")) in text
     assert json.loads((out / "campaign.json").read_text())["findings"][0]["rule"] == "R15"
     assert main(["fuzz", "--impl", example_cmd(), "--max-examples", "20", "--seed", "2", "--out", str(out),
                  "--quiet"]) == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from loopspec.cli import main
-from tests.fuzz_helpers import example_cmd
+from tests.fuzz_helpers import case_path, example_cmd
 
 
 def test_format_json_carries_every_finding_the_coverage_and_the_parameters(
@@ -22,7 +22,7 @@ def test_format_json_carries_every_finding_the_coverage_and_the_parameters(
     assert doc["format"] == "loopspec-fuzz-summary/1" and doc["ok"] is False
     rules = {f["rule"]: f for f in doc["findings"]}
     assert "R7" in rules and rules["R7"]["explanation"].startswith("Let a batch")
-    assert rules["R7"]["case"] == str(tmp_path / "R7.json") and rules["R7"]["reproduced"] is True
+    assert rules["R7"]["case"] == str(case_path(tmp_path, "R7")) and rules["R7"]["reproduced"] is True
     assert doc["parameters"]["maxExamples"] == 60 and doc["parameters"]["seed"] == 3
     assert doc["parameters"]["mode"] == "batch" and doc["parameters"]["profile"] == "strict"
     assert set(doc["coverage"]["transitions"]) >= {"T04", "T12"} and doc["coverage"]["runs"] > 0
@@ -99,9 +99,9 @@ def test_replay_takes_spec_and_refuses_a_missing_one(tmp_path: Path, capsys: pyt
                  "--out", str(out), "--quiet"]) == 1
     spec = _spec_copy(tmp_path)
     capsys.readouterr()
-    assert main(["replay", str(out / "R7.json"), "--impl", example_cmd("conflict-reuse"), "--spec", str(spec),
+    assert main(["replay", str(case_path(out, "R7")), "--impl", example_cmd("conflict-reuse"), "--spec", str(spec),
                  "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["ok"] is False
-    assert main(["replay", str(out / "R7.json"), "--impl", example_cmd("conflict-reuse"),
+    assert main(["replay", str(case_path(out, "R7")), "--impl", example_cmd("conflict-reuse"),
                  "--spec", str(tmp_path / "nope.toml")]) == 2
     assert "nope.toml" in capsys.readouterr().err

@@ -24,7 +24,7 @@ from loopspec.fuzz._harness import chooser, realized_schedule, run_step
 from loopspec.fuzz._model import load_case
 from loopspec.fuzz._reduce import step_candidates
 from loopspec.judge.trace import judge
-from tests.fuzz_helpers import EXAMPLE, schema_validator
+from tests.fuzz_helpers import EXAMPLE, case_path, schema_validator
 
 Json = Any
 OPEN = {"type": "object", "properties": {}}
@@ -161,20 +161,20 @@ def test_a_campaign_finds_shrinks_and_replays_a_race_with_its_schedule(tmp_path:
         factory.close()
     rules = {f.rule for f in r.findings}
     assert "R32" in rules, rules
-    case = load_case(tmp_path / "R32.json")
-    schema_validator("fuzz-case.schema.json").validate(json.loads((tmp_path / "R32.json").read_text()))
+    case = load_case(case_path(tmp_path, "R32"))
+    schema_validator("fuzz-case.schema.json").validate(json.loads(case_path(tmp_path, "R32").read_text()))
     failing = case["steps"][-1]
     assert isinstance(failing["schedule"], list) and len(failing["calls"]) <= 3
-    text = (tmp_path / "R32.txt").read_text()
+    text = case_path(tmp_path, "R32", ".txt").read_text()
     assert "Let the harness release the tool answers in the order" in text
     # the expected path (loopspec diagram --trace) is the engine's concurrent run: where it waits (T30)
     # and lands the released results (T33)
-    path = json.loads((tmp_path / "R32.path.json").read_text())["path"]
+    path = json.loads(case_path(tmp_path, "R32", ".path.json").read_text())["path"]
     assert {"T31", "T30", "T33"} <= set(path), path
     from loopspec.cli import main
 
-    assert main(["replay", str(tmp_path / "R32.json"), "--impl", cmd("conc-completion-order")]) == 1
-    assert main(["replay", str(tmp_path / "R32.json"), "--impl", cmd()]) == 0
+    assert main(["replay", str(case_path(tmp_path, "R32")), "--impl", cmd("conc-completion-order")]) == 1
+    assert main(["replay", str(case_path(tmp_path, "R32")), "--impl", cmd()]) == 0
 
 
 def test_the_correct_concurrent_executor_passes_a_campaign() -> None:
@@ -317,9 +317,9 @@ def test_every_race_is_caught_by_a_campaign_and_shrunk_with_its_schedule(bug: st
     assert rule in found, f"{bug}: found {sorted(found)}"
     f = found[rule]
     assert f.calls <= 3 and f.reproduced is True
-    case = load_case(tmp_path / f"{rule}.json")
+    case = load_case(tmp_path / f"{f.cause}.json")
     assert isinstance(case["steps"][-1]["schedule"], list)
-    assert "Let the harness release the tool answers" in (tmp_path / f"{rule}.txt").read_text()
+    assert "Let the harness release the tool answers" in (tmp_path / f"{f.cause}.txt").read_text()
 
 
 def test_an_in_process_implementation_gets_no_concurrent_steps() -> None:

@@ -171,7 +171,7 @@ def test_java_writes_campaign_finds_and_shrinks_each_broken_variant(java_cmd: li
     if bug == "failed-before-lookup":  # the crash at the recovery's lookup survives the reduction (W3, W5)
         assert f.verdict.violation is not None and f.verdict.violation.kind == "resent-after-cut-lookup"
         assert f.steps[0].get("crashes"), f.steps
-    assert replay(tmp_path / f"{f.rule}.json", java_cmd, timeout=20.0).ok  # the correct executor passes the case
+    assert replay(tmp_path / f"{f.cause}.json", java_cmd, timeout=20.0).ok  # the correct executor passes the case
 
 
 def test_java_ledger_drops_a_journal_line_cut_by_a_kill(java_cmd: list[str], tmp_path: Path) -> None:
@@ -203,3 +203,47 @@ def test_java_ledger_drops_a_journal_line_cut_by_a_kill(java_cmd: list[str], tmp
     text = journal.read_text()
     assert text.endswith("\n") and cut not in text
     assert [json.loads(x)["t"] for x in text.splitlines()] == ["new", "mark", "all", "all"]
+
+
+# --------------------------------------------------------------------------------------------
+# An executor you cannot change (docs/adapters.md): TextTools, wrapped, fuzzed with --tools
+# --------------------------------------------------------------------------------------------
+
+WRAPPED = ROOT / "examples" / "java" / "wrapped"
+
+
+@pytest.fixture(scope="module")
+def text_tools(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    build = tmp_path_factory.mktemp("text-tools-build")
+    done = subprocess.run(["javac", "--release", "17", "-d", str(build), *map(str, sorted(WRAPPED.glob("*.java")))],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", str(build), "TextToolsAdapter"]
+
+
+def test_text_tools_gets_every_distinct_cause_and_only_about_what_it_declared(text_tools: list[str],
+                                                                               tmp_path: Path) -> None:
+    import json
+    import re
+
+    from loopspec.fuzz import fuzz
+
+    r = fuzz(text_tools, tools=WRAPPED / "text-tools.json", seed=1, out=tmp_path, timeout=20.0)
+    causes = {f.cause for f in r.findings}
+    doc = (ROOT / "docs" / "adapters.md").read_text()
+    block = doc.split("The report it gets", 1)[1].split("```")[1]
+    documented = set(re.findall(r"^  ([PR]\d+-[a-z0-9-]+)", block, re.M))
+    assert causes == documented, (sorted(causes), sorted(documented))  # the guide shows this very campaign
+    assert len(causes) >= 6
+    for f in r.findings:
+        assert f.reproduced is True and f.calls <= 2
+        for t in f.traces:  # every finding is about the declared registry: length and upper
+            assert [tool["name"] for tool in t["config"]["tools"]] == ["length", "upper"]
+            assert t["config"]["mode"] == "abort"
+    assert not any(f.kind == "execution-missing" for f in r.findings)
+    campaign = json.loads((tmp_path / "campaign.json").read_text())
+    assert campaign["parameters"]["declared"]["unsupported"] == ["continue", "error-results"]
+    # old cases survive a new campaign: replayed first, still failing, kept
+    again = fuzz(text_tools, tools=WRAPPED / "text-tools.json", seed=2, max_examples=3, out=tmp_path, timeout=20.0)
+    assert causes <= {f.cause for f in again.findings}
+    assert {e["status"] for e in again.corpus} == {"still-failing"} and len(again.corpus) == len(causes)

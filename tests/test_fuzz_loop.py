@@ -21,7 +21,7 @@ from loopspec.fuzz._harness import run_loop_step
 from loopspec.judge.loop import LOOP_RESULT_FIELDS
 from loopspec.judge.trace import judge
 from loopspec.protocol.executor import ReferenceExecutor
-from tests.fuzz_helpers import LOOKUP, OPEN, call, example_cmd, schema_validator
+from tests.fuzz_helpers import LOOKUP, OPEN, call, case_path, example_cmd, schema_validator
 
 SERVE = [sys.executable, "-m", "loopspec", "serve"]
 
@@ -193,5 +193,5 @@ def test_cli_fuzz_loop_mode_and_replay(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["fuzz", "--mode", "loop", "--impl", example_cmd("coverage-lies"), "--max-examples", "80",
                  "--seed", "1", "--out", str(out), "--quiet", "--shrink-time", "5"]) == 1
     assert "R22" in capsys.readouterr().out
-    assert main(["replay", str(out / "R22.json"), "--impl", example_cmd("coverage-lies")]) == 1
-    assert main(["replay", str(out / "R22.json"), "--impl", example_cmd()]) == 0
+    assert main(["replay", str(case_path(out, "R22")), "--impl", example_cmd("coverage-lies")]) == 1
+    assert main(["replay", str(case_path(out, "R22")), "--impl", example_cmd()]) == 0

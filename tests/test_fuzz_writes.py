@@ -270,12 +270,12 @@ def test_a_campaign_finds_shrinks_and_replays_each_broken_variant(bug: str, tmp_
     assert ALL_BUGS[bug] in found, sorted(found)
     f = found[ALL_BUGS[bug]]
     assert f.shrunk and f.reproduced and f.calls <= 2 and len(f.steps) == 1
-    case = load_case(tmp_path / f"{f.rule}.json")
+    case = load_case(tmp_path / f"{f.cause}.json")
     schema_validator("fuzz-case.schema.json").validate(case)  # the case, its writes step and its trace
-    again = replay(tmp_path / f"{f.rule}.json", cmd(bug))
+    again = replay(tmp_path / f"{f.cause}.json", cmd(bug))
     assert again.verdict is not None and again.verdict.violation is not None
     assert again.verdict.violation.rule == f.rule
-    assert replay(tmp_path / f"{f.rule}.json", cmd()).ok  # the correct executor passes the shrunk case
+    assert replay(tmp_path / f"{f.cause}.json", cmd()).ok  # the correct executor passes the shrunk case
 
 
 def test_a_campaign_finds_nothing_against_the_correct_executor(tmp_path: Any) -> None:

@@ -200,3 +200,62 @@ def test_unreadable_conversation_names_the_path() -> None:
 
 def test_golden_corpus_is_present() -> None:
     assert (GOLDEN / "MANIFEST.json").is_file()
+
+
+# --------------------------------------------------------------------------------------------
+# The exit code does not depend on what reads the report (issue 28; issue 32 item 8)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many_violations(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ledger whose report is far larger than a pipe's buffer: 2,000 copies of ledger-mixed.ndjson's runs (one
+    conforming, one violating R11 each), run ids made unique."""
+    lines = (GOLDEN / "ledger-mixed.ndjson").read_text(encoding="utf-8").splitlines()
+    out = []
+    for k in range(2000):
+        for line in lines:
+            ev = json.loads(line)
+            ev["run"] = f"{ev['run']}-{k}"
+            out.append(json.dumps(ev))
+    p = tmp_path_factory.mktemp("big") / "many.ndjson"
+    p.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_violation_exits_1_when_the_reader_closes_the_pipe(many_violations: Path, fmt: str) -> None:
+    """`loopspec check FILE | head -1`: the reader takes one line and closes the pipe; the check still runs to
+    the end and exits 1 (a broken pipe used to be mapped to success)."""
+    proc = subprocess.Popen([sys.executable, "-m", "loopspec", "check", str(many_violations), "--format", fmt],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what head does after its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1, err
+    assert first.strip() and "Traceback" not in err and err == ""  # a reader going away is no error to report
+
+
+def test_a_conforming_check_exits_0_when_the_reader_closes_the_pipe() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "loopspec", "check", str(GOLDEN / "ledger-pass.ndjson")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+@pytest.mark.parametrize(("name", "code"), [("ledger-mixed.ndjson", 1), ("ledger-pass.ndjson", 2)])
+def test_a_report_that_cannot_be_written_is_said_and_never_an_internal_error(name: str, code: int) -> None:
+    """`check > /dev/full` and `check >&-`: the check runs to the end, says on stderr that its report was lost, and
+    exits 1 when it found a violation, else 2 — never 70 (internal error)."""
+    for redirect in ("> /dev/full", ">&-"):
+        r = subprocess.run(["sh", "-c", f'exec "$0" -m loopspec check "$1" {redirect}', sys.executable,
+                            str(GOLDEN / name)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == code, (redirect, r.stderr)
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+        why = "No space left on device" if "full" in redirect else "stdout is closed"
+        assert r.stderr.startswith(f"loopspec check: error: the report could not be written to stdout ({why}); "
+                                   "the check ran to the end: checked "), r.stderr

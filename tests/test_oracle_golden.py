@@ -101,7 +101,7 @@ def test_every_falsifiable_rule_has_a_must_fail_ledger(manifest: list[dict[str, 
 
 
 def test_transcript_rules_are_all_represented(manifest: list[dict[str, Any]]) -> None:
-    from loopspec.oracle._transcripts import WITNESSED
+    from loopspec.oracle._judge.conversation import WITNESSED
 
     witnessed = {r for w in WITNESSED.values() for r in w}
     covered = {r for c in manifest if not c["file"].startswith(("ledger", "traces")) for r in c["rules"]}

@@ -17,7 +17,7 @@ from loopspec import CancelToken, Ledger, Limits, Tool, run_loop
 from loopspec.core.rules import violated_invariants
 from loopspec.judge.verdict import default_spec
 from loopspec.oracle import read_text_input
-from loopspec.oracle._ledger import RunChecker
+from loopspec.oracle._judge.ledger import RunChecker
 from loopspec.oracle._tables import EFFECT_EVENTS, tables_for
 from loopspec.oracle.corpus import _one_run
 from tests.oracle_mutations import MUTATIONS, mutated, scenarios
@@ -139,7 +139,7 @@ def test_effect_events_match_the_engine() -> None:
 def test_long_runs_keep_bounded_state_and_same_verdicts() -> None:
     """A run longer than the window keeps O(1) request/answer lists and still conforms (and still
     catches a violation at its end)."""
-    from loopspec.oracle import _ledger
+    from loopspec.oracle._judge import ledger as _ledger
 
     n = [0]
 

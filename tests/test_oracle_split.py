@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from loopspec.oracle import iter_check_file
+from loopspec.oracle._options import Options
+from loopspec.oracle._read.lines import route_key, run_owner
 from loopspec.oracle._records import InputError, Summary
 from loopspec.oracle._split import check_split, is_ledger
-from loopspec.oracle._stream import Options, route_key, run_owner
 from tests.oracle_golden import GOLDEN
 
 LEDGERS = sorted(p.name for p in GOLDEN.glob("ledger-*.ndjson"))

@@ -11,8 +11,8 @@ from zlib import crc32
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loopspec.oracle._read.lines import _FAST_PREFIX, route_key
 from loopspec.oracle._split import owned_lines
-from loopspec.oracle._stream import _FAST_PREFIX, route_key
 
 
 def by_readline(data: bytes, me: int, ways: int, limit: int) -> Iterator[tuple[int, bytes]]:

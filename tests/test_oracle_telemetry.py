@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from loopspec.oracle import read_text_input
-from loopspec.oracle._telemetry import iter_concatenated
+from loopspec.oracle._read.documents import iter_concatenated
 
 Json = Any
 

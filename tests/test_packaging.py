@@ -31,6 +31,8 @@ DISTRIBUTIONS = {
     "langgraph": "langgraph", "langchain_core": "langgraph",
     "smolagents": "smolagents", "llama_index": "llama-index-core",
     "autogen_agentchat": "autogen-agentchat", "autogen_core": "autogen-agentchat",  # core comes with agentchat
+    "hypothesis_jsonschema": "hypothesis-jsonschema",  # arguments from declared tools' input schemas
+    "mcp": "mcp", "anyio": "mcp",  # --tools 'mcp:CMD' (anyio comes with the mcp SDK)
     "google": "google-adk",  # google.adk, google.genai (google-genai comes with google-adk); google.protobuf (monitor)
     "prometheus_client": "prometheus-client", "opentelemetry": "opentelemetry-proto",  # the monitor extra
 }
@@ -63,7 +65,7 @@ def _imports() -> dict[str, set[tuple[str, bool]]]:
 
 def test_runtime_dependencies_are_what_the_installed_package_imports_eagerly() -> None:
     runtime = {_name(r) for r in PYPROJECT["project"]["dependencies"]}
-    assert runtime == {"transitions", "hypothesis", "graphviz"}
+    assert runtime == {"transitions", "hypothesis", "graphviz", "hypothesis-jsonschema"}
     imports = _imports()
     unknown = set(imports) - set(DISTRIBUTIONS)
     assert not unknown, f"src/ imports modules this test does not know: {unknown}"
@@ -159,7 +161,7 @@ def test_the_wheel_carries_the_spec_byte_for_byte(dists: dict[str, Path]) -> Non
         entry = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert "License-Expression: Apache-2.0" in meta
     requires = [ln.split(": ", 1)[1] for ln in meta.splitlines() if ln.startswith("Requires-Dist:") and "extra ==" not in ln]
-    assert sorted(_name(r) for r in requires) == ["graphviz", "hypothesis", "transitions"]
+    assert sorted(_name(r) for r in requires) == ["graphviz", "hypothesis", "hypothesis-jsonschema", "transitions"]
     assert "loopspec = loopspec.cli:main" in entry and "loopspec = loopspec.pytest_plugin" in entry
 
 

@@ -5,10 +5,12 @@ Installed with loopspec (entry point ``pytest11``), it provides one fixture::
     def test_my_executor_follows_the_spec(loopspec_fuzz):
         loopspec_fuzz(MyAdapter, max_examples=300)            # in process (a loopspec.fuzz.Executor)
         loopspec_fuzz("node adapter.js", max_examples=300)    # or any command speaking the protocol
+        loopspec_fuzz(MyAdapter, tools="tools.json")           # an executor with its own registry (MCP tools/list)
 
 It runs a campaign and, when the implementation diverges from the spec, fails the test with the
-explanation of every shrunk counterexample; the cases are kept under the test's ``tmp_path``
-(``loopspec-fuzz/``) for ``loopspec replay``. The test passes, and the fixture returns the
+explanation of every shrunk counterexample — one per distinct cause, each with the command that replays it
+(``--impl module:Class``) —; the cases are kept under the test's ``tmp_path`` (``loopspec-fuzz/``) for
+``loopspec replay``. Every option of :func:`loopspec.fuzz.fuzz` passes through, ``tools=`` included. The test passes, and the fixture returns the
 campaign result, when no divergence was found.
 
 pytest is not a dependency of loopspec: only pytest loads this module, and importing it without
@@ -38,8 +40,9 @@ if pytest is not None:
 
             out = Path(options.pop("out", tmp_path / "loopspec-fuzz"))
             result = fuzz(target, out=out, **options)
-            if not result.ok:
-                texts = [render_finding(f, str(target), str(out / f"{f.rule}.json")) for f in result.findings]
+            if not result.ok:  # the replay line names the target as `loopspec replay --impl` takes it (module:attr)
+                impl = result.impl or str(target)
+                texts = [render_finding(f, impl, str(out / f"{f.cause}.json")) for f in result.findings]
                 pytest.fail(f"loopspec: {len(result.findings)} divergence(s) from the spec (seed {result.seed})\n\n"
                             + "\n".join(texts), pytrace=False)
             return result

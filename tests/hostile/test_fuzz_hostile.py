@@ -45,7 +45,9 @@ def findings(out: Path) -> dict[str, dict]:
 
 
 def case(out: Path, rule: str) -> dict:
-    return strict_json((out / f"{rule}.json").read_text(encoding="utf-8"))  # type: ignore[return-value]
+    """The case of (the first cause of) ``rule``: cases are named by their cause, ``P3-invalid-utf8.json``."""
+    path = findings(out)[rule]["case"]
+    return strict_json(Path(path).read_text(encoding="utf-8"))  # type: ignore[return-value]
 
 
 def observed_error(out: Path, rule: str) -> dict:
@@ -188,15 +190,19 @@ def test_a_late_tool_execute_is_a_finding_of_its_own_step(tmp_path: Path) -> Non
     assert len(c["steps"]) == 1
 
 
-def test_stale_provisional_cases_are_removed(tmp_path: Path) -> None:
+def test_an_earlier_campaigns_unreadable_case_is_kept_and_reported(tmp_path: Path) -> None:
+    """--out is a corpus (issue 27): nothing in it is deleted silently, not even a case that cannot be replayed
+    (a provisional one an interrupted campaign left without steps)."""
     stale = {"format": "loopspec-fuzz-case/1", "provisional": True, "steps": []}
     (tmp_path / "R6.json").write_text(json.dumps(stale, indent=2))
     (tmp_path / "R6.txt").write_text("loopspec fuzz: divergence R6\n")
     (tmp_path / "notes.json").write_text("{}")  # not ours: kept
     run = fuzz(tmp_path, f"{sys.executable} {EXAMPLE}", "--max-examples", "5")
     assert_sane(run, exit_code=0)
-    assert not (tmp_path / "R6.json").exists() and not (tmp_path / "R6.txt").exists()
+    assert (tmp_path / "R6.json").exists() and (tmp_path / "R6.txt").exists()
     assert (tmp_path / "notes.json").exists()
+    corpus = strict_json((tmp_path / "campaign.json").read_text())["corpus"]  # type: ignore[index]
+    assert [e["status"] for e in corpus] == ["unreadable"] and "steps" in corpus[0]["why"]
 
 
 def test_the_stderr_log_is_bounded_and_never_follows_a_symlink(tmp_path: Path) -> None:

@@ -8,11 +8,19 @@ which rules were verified from what the input records and which were taken as re
 Exit codes: 0 every run conforms; 1 a run violates the spec; 2 some input could not be read (a
 missing file, a malformed line, an unreadable run) — even when the other runs conform or violate,
 since the check is then incomplete. The summary line always counts all three.
+
+The exit code never depends on what reads the report: when stdout is closed by its reader
+(``check FILE | head -1``), the check still runs to the end and exits with its verdict; when the report
+cannot be written at all (a full disk, a closed stdout: ``> /dev/full``, ``>&-``), it runs to the end, says
+so on stderr, and exits 1 if it found a violation, else 2 (a passing check whose report was lost is not a
+pass).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import io
 import os
 import re
@@ -24,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..oracle._check import (
+    HISTORY_FORMATS,
     INPUT_FORMATS,
     TELEMETRY_FORMATS,
     FileResult,
@@ -31,10 +40,9 @@ from ..oracle._check import (
     check_file,
     iter_check_file,
 )
-from ..oracle._histories import FORMATS as HISTORY_FORMATS
+from ..oracle._options import DEFAULT_MAX_LINE, Options
 from ..oracle._records import LEDGER_NOT_WITNESSED, MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
 from ..oracle._split import check_split, is_ledger
-from ..oracle._stream import DEFAULT_MAX_LINE, Options
 from ..spec.base import default_spec_path
 from ..support import safejson
 from ..support.progress import Status
@@ -61,7 +69,9 @@ def register(sub: Any) -> None:
         help="check recorded run ledgers (NDJSON), OpenTelemetry GenAI traces, framework histories and "
              "OpenAI/Anthropic transcripts against the spec, run by run",
         description=__doc__.split("\n\n", 1)[0].split(": ", 1)[1] if __doc__ else None,
-        epilog="Exit codes: 0 all runs conform; 1 a violation; 2 input could not be read (takes precedence).",
+        epilog="Exit codes: 0 all runs conform; 1 a violation; 2 input could not be read (takes precedence), or the "
+               "report could not be written and no violation was found. A reader that closes stdout early "
+               "(| head) does not change the code.",
     )
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="ledgers, traces, OpenTelemetry exports, histories or transcripts ('-' reads stdin)")
@@ -387,6 +397,52 @@ def _diagram_dir(arg: str | None) -> Path | None:
     return d
 
 
+class ReportOut:
+    """Where the report goes (stdout), guarded: the first write that fails (its reader went away, the disk is
+    full, the stream is closed) is remembered, later writes are dropped, and the check goes on to the end —
+    its exit code must not depend on what reads its output."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.error: str | None = None  # why the report could not be written (None: it was)
+        self.closed_by_reader = False  # the reader closed the pipe (EPIPE): the usual end of `| head`
+        if getattr(stream, "_stream", stream) is None:  # the process was started with stdout closed (>&-)
+            self.error = "stdout is closed"
+
+    def write(self, text: str) -> int:
+        if self.error is None:
+            try:
+                self.stream.write(text)
+            except (OSError, ValueError) as exc:
+                self._failed(exc)
+        return len(text)
+
+    def line(self, text: str) -> None:
+        self.write(text + "\n")
+
+    def flush(self) -> None:
+        if self.error is None:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError) as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.closed_by_reader = isinstance(exc, BrokenPipeError) or getattr(exc, "errno", None) == errno.EPIPE
+        self.error = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
+        # what is still buffered goes nowhere: else the interpreter's last flush fails again at exit
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+
+    def exit_code(self, code: int) -> int:
+        """The check's exit code given what happened to its report (see the module's docstring)."""
+        if self.error is None or self.closed_by_reader:
+            return code
+        return code if code else 2
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.jobs < 0:
         raise UsageError("--jobs must be 0 (one per CPU) or more")
@@ -401,9 +457,10 @@ def handle(args: argparse.Namespace) -> int:
         if not schema.is_file():
             raise UsageError(f"--validate checks events against {schema}, which does not exist")
     opts = Options(max_line=args.max_line_bytes, allow_incomplete=args.allow_incomplete, validate=args.validate)
-    color = use_color(sys.stdout) and args.format == "text"
+    out = ReportOut(sys.stdout)
+    color = out.error is None and use_color(sys.stdout) and args.format == "text"
     total = Summary()
-    writer = JsonWriter(sys.stdout) if args.format == "json" else None
+    writer = JsonWriter(out) if args.format == "json" else None  # type: ignore[arg-type]
     drawn = undrawn = 0
     shown: Counter[str] = Counter()  # input errors shown per file (the first MAX_ERRORS_SHOWN)
     line = progress_line(args)
@@ -451,16 +508,21 @@ def handle(args: argparse.Namespace) -> int:
                 if writer is not None:
                     writer.record(rec)
                 elif rec.verdict != "conforms" or not args.quiet:
-                    print(record_text(rec, color))
+                    out.line(record_text(rec, color))
     if writer is not None:
         writer.close(total)
     else:
-        print(total.line())
+        out.line(total.line())
         if diagram_dir is not None and drawn:
-            print(f"diagrams of {drawn} violating run(s): {printable(str(diagram_dir))}/"
-                  + (f" ({undrawn} could not be drawn)" if undrawn else ""))
+            out.line(f"diagrams of {drawn} violating run(s): {printable(str(diagram_dir))}/"
+                     + (f" ({undrawn} could not be drawn)" if undrawn else ""))
+    out.flush()
     code = total.exit_code
+    if out.error is not None and not out.closed_by_reader:
+        print(f"loopspec check: error: the report could not be written to stdout ({printable(out.error)}); the "
+              f"check ran to the end: {total.line()}", file=sys.stderr)
     if reports is not None:
         for path in reports.finish(total, code):
             print(f"loopspec check: wrote {path}", file=sys.stderr)
+    code = out.exit_code(code)
     return EXIT_USAGE if code == 2 else code

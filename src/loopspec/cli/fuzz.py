@@ -72,6 +72,11 @@ def register(sub: Any) -> None:
     p.add_argument("--mode", choices=("batch", "loop", "writes"), default="batch",
                    help="what to fuzz (default batch); writes: write tools, lost answers and restarts (protocol "
                         "v1.2, needs the 'writes' capability)")
+    p.add_argument("--tools", metavar="FILE|mcp:CMD",
+                   help="the implementation's own tool registry: a JSON file holding MCP's tools/list result "
+                        "({\"tools\": [{name, description, inputSchema, annotations}]}, and optionally \"unsupported\": "
+                        "[\"continue\", \"error-results\"]), or mcp:CMD to ask a running MCP server over stdio. Every "
+                        "batch then offers exactly those tools; names that are not declared are still proposed")
     p.add_argument("--max-examples", type=positive, default=200, metavar="N",
                    help="examples to run (each several steps on the implementation; default 200)")
     p.add_argument("--steps", type=positive, default=8, metavar="N", help="steps (runs) per example (default 8)")
@@ -87,6 +92,8 @@ def register(sub: Any) -> None:
     p.add_argument("--shrink-time", type=seconds, default=120.0, metavar="S",
                    help="stop exploring S seconds after the first divergence; reducing one finding also takes at "
                         "most S seconds (default 120)")
+    p.add_argument("-x", "--exitfirst", action="store_true",
+                   help="stop at the first reduced case (as pytest -x): its case is on disk as soon as it is reduced")
     p.add_argument("--time-budget", type=seconds, metavar="S",
                    help="start no new example after S seconds (for CI); what was found is still reduced")
     p.add_argument("--jobs", type=positive, default=1, metavar="N",
@@ -138,6 +145,18 @@ def open_factory(args: argparse.Namespace, mode: str, **kw: Any) -> ImplFactory:
     return factory
 
 
+def load_tools(args: argparse.Namespace) -> Any:
+    """``--tools``: the declared registry (None when not given); a usage error when it cannot be used."""
+    if getattr(args, "tools", None) is None:
+        return None
+    from ..fuzz._declared import DeclarationError, load_declaration
+
+    try:
+        return load_declaration(args.tools, timeout=args.timeout if args.timeout > 30 else 30.0)
+    except DeclarationError as exc:
+        raise UsageError(f"--tools: {exc}") from None
+
+
 def check_profile(name: str | None) -> str | None:
     """``--profile``: None for the strict spec; a usage error for an unknown name."""
     if name is None or name == "strict":
@@ -181,6 +200,13 @@ def handle(args: argparse.Namespace) -> int:
             line.echo(f"loopspec fuzz: {msg}")
 
     profile = check_profile(args.profile)
+    declared = load_tools(args)
+    if declared is not None and declared.tools and args.mode == "writes":
+        from ..fuzz._writes_gen import declared_writes
+
+        if not declared_writes(declared.tools):
+            raise UsageError("--tools: --mode writes needs a declared tool that is a write (annotations without "
+                             "readOnlyHint true, and a property to key it by)")
     strict_result = None
     jobs = args.jobs if args.dask is None else max(args.jobs, 2)
     try:
@@ -192,7 +218,7 @@ def handle(args: argparse.Namespace) -> int:
                                     steps=args.steps, max_calls=args.max_calls,
                                     progress=lambda m: say(prefix + m), isolation=args.isolation,
                                     shrink_seconds=args.shrink_time, time_budget=args.time_budget, jobs=jobs,
-                                    dask=args.dask, **kw)
+                                    dask=args.dask, declared=declared, exitfirst=args.exitfirst, **kw)
                 say(prefix + f"{factory.describe()}: {args.mode} mode, {args.max_examples} examples, seed "
                     f"{campaign.seed}" + (f", profile {kw['profile']}" if kw.get("profile") else "")
                     + (f", {jobs} jobs" if jobs > 1 else "") + (f", Dask at {args.dask}" if args.dask else ""))
@@ -228,7 +254,7 @@ def handle(args: argparse.Namespace) -> int:
         def doc(r: Any, where: Path) -> dict[str, Any]:
             return {"ok": r.ok, "interrupted": r.interrupted, "seed": r.seed, "parameters": r.params,
                     "findings": [finding_summary(f, where) for f in r.findings], "stats": r.stats,
-                    "coverage": r.coverage, "files": r.files}
+                    "coverage": r.coverage, "files": r.files, "corpus": r.corpus}
 
         body = {"format": "loopspec-fuzz-summary/1", "impl": args.impl, "implInfo": factory.info,
                 "profile": profile or "strict", **doc(result, out)}
@@ -240,6 +266,25 @@ def handle(args: argparse.Namespace) -> int:
     if result.ok:
         return interrupted_exit(result) if result.interrupted else EXIT_OK
     return EXIT_FOUND
+
+
+def corpus_lines(result: Any) -> None:
+    """What became of the cases an earlier campaign left in --out (replayed first)."""
+    corpus = getattr(result, "corpus", None) or []
+    if not corpus:
+        return
+    by: dict[str, int] = {}
+    for e in corpus:
+        by[e["status"]] = by.get(e["status"], 0) + 1
+    print(f"corpus: {len(corpus)} earlier case(s) in --out replayed first: "
+          + ", ".join(f"{n} {s}" for s, n in sorted(by.items())))
+    for e in corpus:
+        if e["status"] == "fixed":
+            print(f"  fixed: {e['case']} passes now → {e['now']}")
+        elif e["status"] in ("unreadable", "not-replayed"):
+            print(f"  {e['status']}: {e['case']} (kept as it is: {e.get('why', '')})")
+        elif e["status"] == "renamed":
+            print(f"  still failing, renamed for its cause: {e['case']} → {e['now']}")
 
 
 def interrupted_exit(result: Any) -> int:
@@ -262,28 +307,42 @@ def print_summary(result: Any, out: Any, args: argparse.Namespace, color: bool) 
             f"{st['seconds']} s ({st['stepsPerSecond']} steps/s), seed {result.seed}")
     if st.get("stoppedBy") == "time-budget":
         head += f"; --time-budget reached after {st['examples']} of {args.max_examples} examples"
+    if st.get("stoppedBy") == "exitfirst":
+        head += f"; stopped at the first reduced case (-x) after {st['examples']} of {args.max_examples} examples"
     if result.interrupted:
         head += "; INTERRUPTED (the findings so far are on disk; campaign.json says interrupted)"
     if result.ok:
         print(f"{paint('no divergence', '32', color)}: {head}")
     else:
-        print(f"{paint(f'{len(result.findings)} divergence(s)', '31;1', color)}: {head}")
+        causes = len(result.findings)
+        rules = len({f.rule for f in result.findings})
+        print(f"{paint(f'{causes} distinct cause(s)', '31;1', color)} of divergence, under {rules} rule(s): {head}")
         for f in result.findings:
             v = f.verdict.violation
             assert v is not None
             rep = "" if f.reproduced is not False else " [did not reproduce in a fresh process: P7]"
-            print(f"  {v.rule} {v.kind}" + (f" ({v.invariant})" if v.invariant else "")
-                  + f": {f.calls} call(s) in {len(f.steps)} step(s){rep} → {out / (f.rule + '.txt')}")
+            old = " [an earlier campaign's case, still failing]" if f.origin is not None else ""
+            print(f"  {f.cause}" + (f" ({v.invariant})" if v.invariant else "")
+                  + f": {f.calls} call(s) in {len(f.steps)} step(s){rep}{old} → {out / (f.cause + '.txt')}")
             if not args.quiet:
                 print("    " + v.explanation.splitlines()[-1])
+    corpus_lines(result)
     if not args.quiet:
         cov = result.coverage
         reach = cov.get("reachable", [])
         missing = cov.get("missing", [])
-        print(f"coverage: {len(reach) - len(missing)} of the {len(reach)} spec transitions reachable in "
+        machine = ("transitions of writes.toml (section 6's operation machine)" if args.mode == "writes"
+                   else "spec transitions")
+        print(f"coverage: {len(reach) - len(missing)} of the {len(reach)} {machine} reachable in "
               f"{args.mode} mode were taken" + (f"; never: {', '.join(missing)}" if missing else " (all)")
               + f"; not reachable through the protocol: {', '.join(cov.get('unreachable', {}))} "
-              f"→ {out / 'coverage.json'} (loopspec diagram --coverage)")
+              f"→ {out / 'coverage.json'}" + ("" if args.mode == "writes" else " (loopspec diagram --coverage)"))
+        declared = (result.params or {}).get("declared")
+        if declared and declared.get("unsupported"):
+            from ..fuzz._declared import UNSUPPORTED
+
+            for u in declared["unsupported"]:
+                print(f"not exercised (declared unsupported): {UNSUPPORTED.get(u, u)}")
         shares = cov.get("shares") or {}
         if shares:
             print("loop examples with: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))

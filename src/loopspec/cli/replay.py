@@ -1,4 +1,5 @@
-"""``loopspec replay``: rerun a saved fuzz case against an implementation, exactly.
+"""``loopspec replay``: rerun a saved fuzz case against an implementation, exactly; or every case in a
+directory (a campaign's ``--out``: its corpus).
 
 Exit 0 when every step now matches the spec, 1 when a divergence shows up (explained), 2 on a
 usage error, an unreadable case or an implementation that cannot start.
@@ -19,7 +20,8 @@ from .fuzz import add_impl_options, open_factory
 def register(sub: Any) -> None:
     p = sub.add_parser("replay", help="rerun a saved fuzz case (CASE.json) against an implementation",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("case", metavar="CASE.json", help="a case written by loopspec fuzz")
+    p.add_argument("case", metavar="CASE.json|DIR", help="a case written by loopspec fuzz, or a directory: every case "
+                   "in it (a campaign's --out)")
     add_impl_options(p)
     add_spec_option(p)
     add_format_option(p, what="the replay's result",
@@ -29,9 +31,13 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ..fuzz._model import CaseError, load_case
     from ..fuzz._run import replay_case
 
+    if Path(args.case).is_dir():
+        return replay_dir(args, Path(args.case))
     try:
         case = load_case(args.case)
     except CaseError as exc:
@@ -59,3 +65,46 @@ def handle(args: argparse.Namespace) -> int:
     print(f"\n{v.rule} {v.kind}" + (f", invariant {v.invariant}" if v.invariant else ""))
     print(v.explanation)
     return EXIT_FOUND
+
+
+def replay_dir(args: argparse.Namespace, where: Any) -> int:
+    """Every case in ``where`` (named after a cause or a rule), each in a fresh process: one line each."""
+    from ..fuzz._model import CaseError, load_case
+    from ..fuzz._outputs import corpus_files
+    from ..fuzz._run import replay_case
+
+    paths = corpus_files(where)
+    if not paths:
+        raise UsageError(f"{where}: no fuzz case in it (loopspec-fuzz-case/1 files named like R7-conflict-reused.json)")
+    cases = []
+    for p in paths:
+        try:
+            cases.append((p, load_case(p)))
+        except CaseError as exc:
+            raise UsageError(str(exc)) from None
+    factories: dict[str, Any] = {}
+    rows = []
+    try:
+        for p, case in cases:
+            mode = case["steps"][0].get("kind", "batch")
+            if mode not in factories:
+                factories[mode] = open_factory(args, mode)
+            rr = replay_case(case, factories[mode])
+            v = rr.verdict.violation if rr.verdict is not None else None
+            rows.append((p, rr, v))
+    finally:
+        for f in factories.values():
+            f.close()
+    failing = [r for r in rows if not r[1].ok]
+    if args.format == "json":
+        print(json.dumps({"ok": not failing, "cases": [
+            {"case": str(p), "ok": rr.ok, "rule": v.rule if v else None, "kind": v.kind if v else None,
+             "failingStep": next((i for i, x in enumerate(rr.verdicts) if not x.ok), None)} for p, rr, v in rows]},
+            indent=2, ensure_ascii=False))
+        return EXIT_FOUND if failing else EXIT_OK
+    color = use_color(sys.stdout)
+    for p, rr, v in rows:
+        mark = paint("passes", "32", color) if rr.ok else paint(f"DIVERGES: {v.rule}-{v.kind}", "31;1", color)  # type: ignore[union-attr]
+        print(f"{p.name}: {mark}")
+    print(f"{len(rows)} case(s): {len(rows) - len(failing)} pass, {len(failing)} still diverge")
+    return EXIT_FOUND if failing else EXIT_OK

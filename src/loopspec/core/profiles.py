@@ -29,10 +29,14 @@ from ..spec.loader import Profile, Spec
 from . import rules as core
 from .rules import CODE_TABLE, Answer, Outcome, RunState, ToolSchema, canonical_json
 
-__all__ = ["Params", "Parser", "arguments_valid", "drive", "params_for", "parse_replies", "proposal_refusal",
-           "set_aside", "transform_proposal"]
+__all__ = ["JUDGE_ONLY", "Params", "Parser", "arguments_valid", "drive", "params_for", "parse_replies",
+           "proposal_refusal", "set_aside", "transform_proposal"]
 
 Json = Any
+
+#: Parameters that change what the judge accepts, never the reference run: ``batch_rejection`` (R47) lets a
+#: rejection of the whole batch stand for the aborted outcome the reference computes.
+JUDGE_ONLY = frozenset({"batch_rejection"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,19 @@ class Params:
 
     def strict(self, spec: Spec) -> bool:
         return all(self.values[p.id] == p.default for p in spec.parameters)
+
+    def reference_strict(self, spec: Spec) -> bool:
+        """Is the reference run the strict one (every parameter but the judge-only ones at its default)?"""
+        return all(self.values[p.id] == p.default for p in spec.parameters if p.id not in JUDGE_ONLY)
+
+    def with_values(self, spec: Spec, **values: str) -> Params:
+        """These parameters set (``batch_rejection="whole-batch"``), the others as they are; each value must be
+        one of its parameter's."""
+        for pid, v in values.items():
+            if v not in spec.parameter(pid).values:
+                raise ValueError(f"{pid}: {v!r} is not one of {', '.join(spec.parameter(pid).values)}")
+        changed = ",".join(f"{k}={v}" for k, v in sorted(values.items()))
+        return Params({**self.values, **values}, f"{self.profile}+{changed}", dict(self.texts))
 
     def differs(self, spec: Spec) -> list[str]:
         """The parameters set to something else than the strict default."""
@@ -331,7 +348,7 @@ def _store_success(s: RunState) -> None:
 def drive(s: RunState, model: Callable[[RunState], Json], outcome_for: Callable[[RunState, core.Execution], Outcome],
           p: Params, spec: Spec) -> RunState:
     """Run ``s`` to its terminal state under ``p`` (the strict default: exactly :func:`loopspec.core.rules.drive`)."""
-    if p.strict(spec):
+    if p.reference_strict(spec):
         return core.drive(s, model, outcome_for)
 
     def finish(reason: str, escalated: bool = False) -> None:

@@ -30,7 +30,7 @@ Layer: a driver, beside ``oracle``, ``checker`` and ``render`` (none of which it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from ..protocol.executor import Executor, ModelFailure, ReferenceExecutor
 from ..protocol.rpc import ProtocolFailure
 from ._adapter import ImplFactory, StartError, Target
 from ._campaign import Campaign
+from ._declared import Declaration, DeclarationError, load_declaration
 from ._model import CampaignResult, Finding, ReplayResult, load_case
 from ._report import render_finding
 from ._run import replay_case
@@ -47,6 +48,8 @@ from ._run import replay_case
 __all__ = [
     "Campaign",
     "CampaignResult",
+    "Declaration",
+    "DeclarationError",
     "Executor",
     "Finding",
     "ModelFailure",
@@ -59,6 +62,7 @@ __all__ = [
     "Violation",
     "fuzz",
     "judge",
+    "load_declaration",
     "render_finding",
     "replay",
 ]
@@ -81,6 +85,7 @@ def fuzz(
     time_budget: float | None = None,
     jobs: int = 1,
     dask: str | None = None,
+    tools: str | Path | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
 ) -> CampaignResult:
     """Run one campaign against ``target`` (a command string/argv, an :class:`Executor` class or
     factory, or an object with ``handle(method, params, call)``). Raises :class:`StartError` or
@@ -90,14 +95,19 @@ def fuzz(
     the target must be a command that announces the ``writes`` capability). ``jobs``: that many worker processes, each with its own implementation (the target must then be
     importable by reference: a command, or a class defined at a module's top level); ``dask``: the
     address of a Dask scheduler whose workers run the shards. ``time_budget``: seconds after which
-    no new example starts."""
+    no new example starts. ``tools``: the implementation's own registry (:mod:`loopspec.fuzz._declared`): a
+    path to MCP's ``tools/list`` JSON, ``"mcp:CMD"`` (a running MCP server), that document, or its list of
+    tools; every batch then offers exactly those tools (an implementation may also declare them, and what it
+    does not support, in its ``initialize`` result, or an :class:`Executor` in its ``tools`` attribute).
+    Raises :class:`DeclarationError` for a declaration that cannot be used."""
+    declared = load_declaration(tools) if tools is not None else None
     factory = ImplFactory(target, timeout=timeout, cwd=cwd)
     try:
         factory.release(factory.open(mode))
         campaign = Campaign(factory, mode=mode, max_examples=max_examples, seed=seed, out=out, steps=steps,
                             max_calls=max_calls, isolation=isolation, shrink_seconds=shrink_seconds,
                             profile=None if profile in (None, "strict") else profile, time_budget=time_budget,
-                            jobs=jobs, dask=dask)
+                            jobs=jobs, dask=dask, declared=declared)
         return campaign.run()
     finally:
         factory.close()

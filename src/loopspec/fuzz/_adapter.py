@@ -29,6 +29,7 @@ from ..protocol.rpc import (
     RpcError,
     process_activity,
 )
+from ._declared import Declaration, DeclarationError, from_initialize
 
 Json = Any
 
@@ -362,6 +363,8 @@ class ImplFactory:
         self._open: list[Impl] = []
         self.started = 0
         self.info: dict[str, Json] | None = None
+        #: what the implementation declared in its initialize result (tools, unsupported), or None
+        self.declared: Declaration | None = None
 
     def step_normalizer(self) -> Callable[[dict[str, Json]], dict[str, Json]] | None:
         """An in-process target's ``normalize_step`` (framework adapters: the steps the framework can
@@ -439,8 +442,14 @@ class ImplFactory:
         if problem is not None:
             _close_quietly(impl)
             raise ProtocolFailure("P6", "initialize", problem)
+        try:  # protocol 1.3: the tools it has, what it does not support
+            declared = from_initialize(info)
+        except DeclarationError as exc:
+            _close_quietly(impl)
+            raise ProtocolFailure("P6", "initialize", str(exc)) from None
         impl.info = info
         self.info = info
+        self.declared = declared
         self._open.append(impl)
         return impl
 

@@ -25,25 +25,27 @@ are merged: one finding per rule, the smallest.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..protocol.rpc import ProtocolFailure
 from ..spec.base import default_spec_path, spec_chosen
-from ..spec.loader import load_spec, using_spec
+from ..spec.loader import using_spec
 from ._adapter import ImplFactory, Target, holds_answers
-from ._coverage import Coverage
+from ._coverage import Coverage, spec_transition_ids
+from ._declared import Declaration, judging_profile
 from ._generate import Ahead, Generator, Planned
 from ._harness import failed_start_trace
 from ._judging import Judging
-from ._model import CampaignResult, Finding, Stats
-from ._outputs import CaseFiles, coverage_doc, finding_summary
+from ._model import FINDING_SUFFIXES, CampaignResult, CaseError, Finding, Stats, as_finding, load_case
+from ._outputs import CaseFiles, corpus_files, coverage_doc, finding_summary
 from ._reduce import Reducer
-from ._run import HISTORY, Live
+from ._run import HISTORY, Live, replay_case
 from ._steps import announces_concurrency
 from ._writes_gen import WritesGenerator
 
@@ -72,12 +74,21 @@ class Settings:
     spec: str | None = None
     #: batch steps run concurrently too (protocol v1.1): the implementation announced ``concurrency``
     concurrency: bool = False
+    #: what the implementation declared: its tools and what it does not support (None: nothing)
+    declared: Declaration | None = None
+    #: stop at the first reduced case (-x, --exitfirst)
+    exitfirst: bool = False
+    #: causes already reported (by the corpus of cases in ``out``, replayed first): not reduced again
+    known: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, Json]:
-        return {"mode": self.mode, "maxExamples": self.max_examples, "seed": self.seed,
-                "stepsPerExample": self.steps, "maxCalls": self.max_calls, "isolation": self.isolation,
-                "shrinkTime": self.shrink_seconds, "timeBudget": self.time_budget, "profile": self.profile or "strict",
-                "spec": self.spec}
+        doc = {"mode": self.mode, "maxExamples": self.max_examples, "seed": self.seed,
+               "stepsPerExample": self.steps, "maxCalls": self.max_calls, "isolation": self.isolation,
+               "shrinkTime": self.shrink_seconds, "timeBudget": self.time_budget, "profile": self.profile or "strict",
+               "spec": self.spec}
+        if self.declared is not None:
+            doc["declared"] = self.declared.to_json()
+        return doc
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,22 +108,27 @@ class Explorer:
         self.on_finding = on_finding
         self.on_progress = on_progress
         self.found: dict[str, Finding] = {}
-        self.seen: set[str] = set()  # rules met during exploration (each reduced once)
+        self.seen: set[str] = set(settings.known)  # causes met (each reduced once); the corpus's are known
         self.coverage = Coverage()
         self.stats = Stats()
         self.first_found: float | None = None
+        self.first_reported: float | None = None  # when the first reduced case was kept (-x stops there)
         self.phase = "exploring"
         # the stages
         self.gen: Generator | WritesGenerator
         if settings.mode == "writes":
-            self.gen = WritesGenerator(seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls)
+            self.gen = WritesGenerator(seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls,
+                                       declared=settings.declared)
         else:
             self.gen = Generator(settings.mode, seed=settings.seed, steps=settings.steps, max_calls=settings.max_calls,
-                                 normalize=factory.step_normalizer(), concurrency=settings.concurrency)
-        self.live = Live(factory, settings.mode, profile=settings.profile)
-        self.judging = Judging(settings.profile, self.stats, self.coverage)
+                                 normalize=factory.step_normalizer(), concurrency=settings.concurrency,
+                                 declared=settings.declared)
+        profile = judging_profile(settings.profile, settings.declared)
+        self.live = Live(factory, settings.mode, profile=profile)
+        self.judging = Judging(profile, self.stats, self.coverage)
         self.reducer = Reducer(self.live, judge_fn=self.judging, mode=settings.mode,
-                               shrink_seconds=settings.shrink_seconds, stats=self.stats, found=self.found)
+                               shrink_seconds=settings.shrink_seconds, stats=self.stats, found=self.found,
+                               keep_tools=settings.declared is not None and settings.declared.tools is not None)
 
     def close(self) -> None:
         self.live.close()
@@ -176,14 +192,14 @@ class Explorer:
     def divergence(self, f: Finding) -> None:
         if self.first_found is None:
             self.first_found = time.perf_counter()
-        if f.rule in self.seen:
+        if f.cause in self.seen:
             return
-        self.seen.add(f.rule)
+        self.seen.add(f.cause)
         if not self.s.confirm:
             self.keep(f)
             return
         t0 = time.perf_counter()
-        self.phase = f"reducing {f.rule}"
+        self.phase = f"reducing {f.cause}"
         if self.on_progress is not None:
             self.on_progress(self, f"found {f.rule} {f.kind} ({f.calls} call(s) in {len(f.steps)} step(s)); reducing")
         try:
@@ -194,27 +210,34 @@ class Explorer:
         self.keep(f)
 
     def keep(self, f: Finding) -> None:
-        if f.rule == "P7" and "R5" in self.found:
-            self.stats.folded += 1  # most likely the state leak R5 already shows: not reported twice
+        keep, gone = fold(self.found, f)
+        for c in gone:
+            del self.found[c]
+        self.stats.folded += len(gone) + (not keep)
+        if not keep:
             return
-        if f.rule == "R5" and "P7" in self.found:
-            del self.found["P7"]
-            self.stats.folded += 1
-        # a blind re-send after a restart (R39) is what a re-send without lookup (R43) does too: one root
-        # cause, reported as R43 (PROTOCOL.md W4)
-        if f.rule == "R39" and f.kind == "resent-after-restart" and "R43" in self.found \
-                and self.found["R43"].kind == "blind-redispatch":
-            self.stats.folded += 1
-            return
-        if f.rule == "R43" and f.kind == "blind-redispatch" and self.found.get("R39") is not None \
-                and self.found["R39"].kind == "resent-after-restart":
-            del self.found["R39"]
-            self.stats.folded += 1
-        old = self.found.get(f.rule)
+        old = self.found.get(f.cause)
         if old is None or f.size < old.size:
-            self.found[f.rule] = f
+            self.found[f.cause] = f
             if self.on_finding is not None:
                 self.on_finding(f)
+            if self.s.exitfirst and self.first_reported is None:
+                self.first_reported = time.perf_counter()
+
+
+#: Causes reported as another that explains them: a P7 that the state leak an R5 shows explains; a blind
+#: re-send after a restart (R39) that a re-send without lookup (R43) explains (PROTOCOL.md W4).
+_FOLDED_INTO: Final = {"P7-not-reproduced": "R5-", "R39-resent-after-restart": "R43-blind-redispatch"}
+
+
+def fold(found: Mapping[str, Finding], f: Finding) -> tuple[bool, list[str]]:
+    """Whether ``f`` is reported beside ``found`` (False: a cause found explains it), and the causes found
+    that ``f`` explains (to be dropped)."""
+    into = _FOLDED_INTO.get(f.cause)
+    if into is not None and any(c.startswith(into) for c in found):
+        return False, []
+    gone = [c for c, by in _FOLDED_INTO.items() if c in found and f.cause.startswith(by)]
+    return True, gone
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,6 +279,8 @@ def _run_shard(target: Target, settings: Settings, shard: int, shards: int, *, t
     def stop() -> str | None:
         if deadline is not None and time.time() >= deadline:
             return "time-budget"
+        if ex.first_reported is not None:
+            return "exitfirst"
         if ex.first_found is not None and time.perf_counter() - ex.first_found > settings.shrink_seconds:
             return "shrink-time"
         return None
@@ -271,6 +296,19 @@ def _run_shard(target: Target, settings: Settings, shard: int, shards: int, *, t
 # --------------------------------------------------------------------------------------------
 # The campaign
 # --------------------------------------------------------------------------------------------
+
+
+def _rule_number(rule: str) -> tuple[str, int]:
+    return rule[:1], int(rule[1:]) if rule[1:].isdigit() else 0
+
+
+def _declaration(given: Declaration | None, factory: ImplFactory) -> Declaration | None:
+    """The campaign's declaration: the one given (``--tools``), completed by the implementation's own
+    (its ``initialize`` result, read by :meth:`ImplFactory.open`); None when neither declares anything."""
+    own = factory.declared
+    if given is None:
+        return own
+    return given.merged(own)
 
 
 class Campaign:
@@ -295,6 +333,8 @@ class Campaign:
         jobs: int = 1,
         dask: str | None = None,
         status: Callable[[Campaign], None] | None = None,
+        declared: Declaration | None = None,
+        exitfirst: bool = False,
     ) -> None:
         if mode not in ("batch", "loop", "writes"):
             raise ValueError(f"mode must be batch, loop or writes, got {mode!r}")
@@ -310,7 +350,8 @@ class Campaign:
                                  spec=str(default_spec_path()) if spec_chosen() else None,
                                  concurrency=mode == "batch" and profile is None
                                  and (factory.argv is not None or holds_answers(factory.target))
-                                 and announces_concurrency(factory.info))
+                                 and announces_concurrency(factory.info),
+                                 declared=_declaration(declared, factory), exitfirst=exitfirst)
         self.seed = self.settings.seed
         self.mode = mode
         #: the transitions the campaign can reach (a concurrent batch campaign's include section 5's)
@@ -325,48 +366,97 @@ class Campaign:
         self.jobs = max(1, jobs)
         self.dask = dask
         self.findings: dict[str, Finding] = {}
+        self.corpus: list[dict[str, Json]] = []
         self.started = 0.0
         self.explorer: Explorer | None = None
         self.coverage = Coverage()
         self.stats = Stats()
 
     def meta(self) -> dict[str, Json]:
-        return {"impl": self.factory.describe(), "seed": self.seed, "implInfo": self.factory.info,
+        meta = {"impl": self.factory.describe(), "seed": self.seed, "implInfo": self.factory.info,
                 "profile": self.profile or "strict", "concurrency": self.settings.concurrency}
+        if self.settings.declared is not None:  # a replay judges the case as the campaign did
+            meta["declared"] = self.settings.declared.to_json()
+        return meta
 
     # -- running ----------------------------------------------------------------------------------
     def _found(self, f: Finding) -> None:
-        old = self.findings.get(f.rule)
+        old = self.findings.get(f.cause)
         if old is not None and old.size <= f.size:
             return
-        self.findings[f.rule] = f
+        keep, gone = fold(self.findings, f)  # (shards: the same folding as each explorer's)
+        for c in gone:
+            del self.findings[c]
+        if not keep:
+            return
+        self.findings[f.cause] = f
         if self.files is not None:
             self.files.write(f)
         if self.progress is not None:
             rep = "" if f.reproduced is not False else " (did not reproduce in a fresh process)"
-            self.progress(f"{f.rule} {f.kind}: {f.calls} call(s) in {len(f.steps)} step(s){rep}"
-                          + (f" → {self.out / (f.rule + '.json')}" if self.out is not None else ""))
+            self.progress(f"{f.cause}: {f.calls} call(s) in {len(f.steps)} step(s){rep}"
+                          + (f" → {self.out / (f.cause + '.json')}" if self.out is not None else ""))
 
     def _stop(self) -> str | None:
         now = time.perf_counter()
         if self.settings.time_budget is not None and now - self.started >= self.settings.time_budget:
             return "time-budget"
         ex = self.explorer
+        if ex is not None and ex.first_reported is not None:
+            return "exitfirst"
         if ex is not None and ex.first_found is not None and now - ex.first_found > self.settings.shrink_seconds:
             return "shrink-time"
         if self.status is not None:
             self.status(self)
         return None
 
+    def replay_corpus(self) -> None:
+        """The cases an earlier campaign left in ``out``, replayed first (stage 2 and 3 on saved steps): a case
+        that still fails is kept as a finding (its cause is not reduced again), one that passes is moved into
+        ``fixed/``; none is deleted. A case of another mode, or one that cannot be read, is left as it is."""
+        if self.out is None or self.files is None:
+            return
+        for path in corpus_files(self.out):
+            entry: dict[str, Json] = {"case": str(path)}
+            self.corpus.append(entry)
+            try:
+                case = load_case(path)
+            except CaseError as exc:
+                entry.update(status="unreadable", why=str(exc))
+                continue
+            mode = case["steps"][0].get("kind", "batch")
+            if mode != self.mode:
+                entry.update(status="not-replayed", why=f"a {mode} case; this campaign is in {self.mode} mode")
+                continue
+            self.stats.reduce_runs += 1
+            rr = replay_case(case, self.factory)
+            f = as_finding(rr, case["steps"])
+            if f is None:
+                entry.update(status="fixed", now=self.files.retire(path))
+                if self.progress is not None:
+                    self.progress(f"fixed: {path.name} passes now → {entry['now']}")
+                continue
+            f = dataclasses.replace(f, reproduced=True, shrunk=bool(case.get("shrunk", True)), origin=str(path))
+            entry.update(status="still-failing", cause=f.cause)
+            self._found(f)
+            if path.name != f.cause + ".json":  # an older name (the rule alone), or the cause it fails with changed
+                entry.update(status="renamed", now=str(self.out / (f.cause + ".json")))
+                for suffix in FINDING_SUFFIXES:
+                    old = path.with_name(path.name.removesuffix(".json") + suffix)
+                    if old.is_file() and not old.is_symlink() and old.name not in self.files.written:
+                        old.unlink()
+        known = frozenset(c for c, f in self.findings.items() if f.shrunk)  # a provisional one is reduced again
+        if known:
+            self.settings = dataclasses.replace(self.settings, known=known)
+
     def run(self) -> CampaignResult:
         """Run the campaign. Ctrl-C at any point ends it with what was found so far on disk
         (``interrupted`` in the result and in ``campaign.json``)."""
-        if self.files is not None:
-            self.files.clear_previous()
         self.started = time.perf_counter()
         interrupted = False
         signum: int | None = None
         try:
+            self.replay_corpus()
             if self.jobs > 1 or self.dask is not None:
                 self._run_sharded()
             else:
@@ -379,20 +469,16 @@ class Campaign:
             if self.explorer is not None:
                 self.explorer.close()
         elapsed = time.perf_counter() - self.started
-        if "R5" in self.findings and "P7" in self.findings:  # the state leak R5 shows explains the P7
-            del self.findings["P7"]
-            self.stats.folded += 1
-        r39 = self.findings.get("R39")
-        if "R43" in self.findings and self.findings["R43"].kind == "blind-redispatch" and r39 is not None \
-                and r39.kind == "resent-after-restart":
-            del self.findings["R39"]  # the re-send without lookup R43 shows explains it (PROTOCOL.md W4)
-        findings = sorted(self.findings.values(), key=lambda f: f.rule)
+        for f in list(self.findings.values()):  # what another cause found explains (P7 by R5, R39 by R43)
+            if f.cause in self.findings and not fold({c: g for c, g in self.findings.items() if c != f.cause}, f)[0]:
+                del self.findings[f.cause]
+                self.stats.folded += 1
+        findings = sorted(self.findings.values(), key=lambda f: (_rule_number(f.rule), f.cause))
         stats = self.stats_json(elapsed, interrupted)
         result = CampaignResult(findings, self.seed, stats, [], interrupted,
-                                coverage=self.coverage.to_json(self.coverage_mode,
-                                                               [t.id for t in load_spec().transitions]),
+                                coverage=self.coverage.to_json(self.coverage_mode, spec_transition_ids(self.mode)),
                                 params=self.settings.to_json() | {"jobs": self.jobs, "dask": self.dask},
-                                signum=signum)
+                                signum=signum, corpus=self.corpus, impl=self.factory.describe())
         if self.files is not None:
             result.files = self.files.finish(findings)
             result.files += self.files.write_summary(

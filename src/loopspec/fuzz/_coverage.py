@@ -23,7 +23,8 @@ from typing import Any, Final
 
 from ..core.rules import CODE_TABLE, RunState, code_kind
 
-__all__ = ["REACHABLE", "UNREACHABLE", "Coverage", "path"]
+__all__ = ["REACHABLE", "UNREACHABLE", "UNREACHABLE_WRITES", "Coverage", "path", "spec_transition_ids",
+           "writes_path"]
 
 Json = Any
 
@@ -64,8 +65,45 @@ REACHABLE: Final = {
 }
 #: A batch campaign with concurrent steps (protocol v1.1) also waits (T30), runs on (T31) and lands (T33).
 REACHABLE["batch-concurrent"] = (*REACHABLE["batch"], "T30", "T31", "T33")
-#: A writes campaign (protocol v1.2) runs section 6's operation machine, not the loop machine (W01–W10).
-REACHABLE["writes"] = ()
+#: A writes campaign (protocol v1.2) runs section 6's operation machine (writes.toml), not the loop machine:
+#: its transitions are read off what the harness, as the external system, saw done to each key (:func:`writes_path`).
+REACHABLE["writes"] = ("W01", "W02", "W03", "W04", "W05", "W06", "W07", "W08")
+#: Why a writes campaign cannot see the other transitions of the operation machine.
+UNREACHABLE_WRITES: Final = {
+    "W09": "a request for a confirmed key is answered from the implementation's own ledger: nothing reaches the "
+           "harness, which sees no replay (R44)",
+    "W10": "an intent abandoned before its dispatch mark never reaches the external system (R46)",
+}
+
+
+def writes_path(trace: Mapping[str, Json]) -> list[str]:
+    """The operation machine's transitions (writes.toml) a writes trace shows from the external system's side:
+    each dispatch recorded an intent and a dispatch mark (W01, W02) and was applied and answered (W03),
+    rejected (W04) or left without an answer (W05); each lookup found the write applied (W06), not applied
+    (W07) or could not answer (W08)."""
+    out: list[str] = []
+    for e in trace.get("events") or ():
+        if not isinstance(e, dict):
+            continue
+        o = e.get("outcome") if isinstance(e.get("outcome"), dict) else {}
+        if e.get("type") == "execute":
+            status = o.get("status")
+            out += ["W01", "W02", "W03" if status == "ok" else "W04" if status == "error" else "W05"]
+        elif e.get("type") == "lookup":
+            status = o.get("status")
+            out.append("W06" if status == "applied" else "W07" if status == "not-applied" else "W08")
+    return out
+
+
+def spec_transition_ids(mode: str) -> list[str]:
+    """The transitions a campaign of ``mode`` counts: writes.toml's for writes, loop.toml's otherwise."""
+    if mode == "writes":
+        from ..spec.writes import load_write_spec
+
+        return [t.id for t in load_write_spec().transitions]
+    from ..spec.loader import load_spec
+
+    return [t.id for t in load_spec().transitions]
 #: The section 5 transitions of a concurrent step's expected run (counted, not ordered: see path).
 CONCURRENT_STEPS: Final = ("T30", "T31", "T33")
 
@@ -166,7 +204,8 @@ class Coverage:
             "runs": self.runs,
             "reachable": list(REACHABLE[mode]),
             "missing": self.missing(mode),
-            "unreachable": {t: why for t, why in UNREACHABLE.items() if t not in REACHABLE[mode]},
+            "unreachable": dict(UNREACHABLE_WRITES) if mode == "writes" else {
+                t: why for t, why in UNREACHABLE.items() if t not in REACHABLE[mode]},
             "codes": dict(sorted(self.codes.items())),
             "stopReasons": dict(sorted(self.stops.items())),
             "shares": self.shares(),

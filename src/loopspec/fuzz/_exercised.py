@@ -15,7 +15,7 @@ from typing import Any
 
 Json = Any
 
-__all__ = ["DESCRIPTIONS", "describe", "exercised"]
+__all__ = ["DESCRIPTIONS", "describe", "exercised", "exercised_total"]
 
 #: counter key -> how a report phrases it (rule first: the key's prefix up to the first space)
 DESCRIPTIONS: Mapping[str, str] = {
@@ -170,6 +170,13 @@ def exercised(trace: Mapping[str, Json]) -> Counter[str]:
         out["R34"] += bool(failures) and cfg.get("mode") == "abort"
         out["R35"] += cancels > 0
     return +out
+
+
+def exercised_total(rule: str, counts: Mapping[str, int]) -> int:
+    """How often the campaigns met ``rule``'s preconditions (every key of the rule; the steps judged for a rule
+    without one). 0: the rule was never exercised, so "no divergence" says nothing about it."""
+    keys = [k for k in DESCRIPTIONS if k == rule or k.startswith(rule + " ")]
+    return sum(counts.get(k, 0) for k in keys) if keys else counts.get("R0", 0)
 
 
 def describe(rule: str, counts: Mapping[str, int]) -> str | None:

@@ -27,7 +27,9 @@ from typing import Any, Final
 
 from ..core import rules as core
 from ..core.rules import RunState
+from ._arguments import Arguments
 from ._coverage import REACHABLE
+from ._declared import Declaration
 from ._prediction import ALL_ORDERS, Planned, Prediction, all_orders, matches, predict
 from ._steps import is_concurrent
 from ._vocab import (
@@ -44,6 +46,7 @@ from ._vocab import (
     build_config,
     resolve_call,
     script_entry,
+    unknown_names,
 )
 from ._vocab import OUTPUT_POOL as _OUTPUTS
 
@@ -173,7 +176,7 @@ def _nudge(sw: _Swarm, target: str) -> None:
 _HINTS: Final = {"lookup": {"readOnlyHint": True}, "search": {"readOnlyHint": True, "openWorldHint": True}}
 
 
-def _make_concurrent(r: random.Random, step: dict[str, Json]) -> None:
+def _make_concurrent(r: random.Random, step: dict[str, Json], *, declared: bool = False) -> None:
     """Make a batch step concurrent (protocol v1.1): a bound, an overlap policy, the tools' hints and
     a schedule — every choice drawn for a small proposal (which, over a campaign, draws every
     completion order of it; the campaign also enumerates them, PROTOCOL.md C4), a PCT policy for a
@@ -181,6 +184,9 @@ def _make_concurrent(r: random.Random, step: dict[str, Json]) -> None:
     cfg = step["config"]
     tools = []
     for t in cfg["tools"]:
+        if declared:  # the declared MCP annotations decide (R30), MCP's defaults where there are none
+            tools.append(t)
+            continue
         hints = _HINTS.get(t["name"]) or {"readOnlyHint": False, "idempotentHint": r.random() < 0.5,
                                           "destructiveHint": r.random() < 0.5}
         tools.append({**t, "annotations": dict(hints)})
@@ -201,18 +207,33 @@ class Generator:
 
     def __init__(self, mode: str, *, seed: int, steps: int = 8, max_calls: int = 6,
                  normalize: Callable[[dict[str, Json]], dict[str, Json]] | None = None,
-                 guided: bool = True, concurrency: bool = False) -> None:
+                 guided: bool = True, concurrency: bool = False, declared: Declaration | None = None) -> None:
         if mode not in ("batch", "loop"):
             raise ValueError(f"mode must be batch or loop, got {mode!r}")
         self.mode, self.seed, self.steps, self.max_calls = mode, seed, steps, max_calls
         self.normalize = normalize
         self.guided = guided
         self.concurrency = concurrency and mode == "batch"
+        #: the implementation's declared registry (None: the harness draws its own from the pools)
+        self.declared = declared if declared is not None and declared.tools is not None else None
+        self.modes = declared.modes if declared is not None else ("abort", "continue")
+        self.source: Arguments | None = None
+        self.unknown: tuple[str, ...] = UNKNOWN_TOOLS
+        if self.declared is not None:
+            self.source = Arguments(self.declared.tools or ())
+            self.unknown = unknown_names(self.declared.names)
         self.hits: Counter[str] = Counter()
         self.reachable = REACHABLE["batch-concurrent" if self.concurrency else mode]
 
     def rng(self, i: int) -> random.Random:
         return random.Random(self.seed * 1_000_003 + i * 7_919 + (1 if self.mode == "loop" else 0))
+
+    def _declared_tools(self) -> list[dict[str, Json]]:
+        """The declared tools, one list object for every step (the prediction caches their parsed schemas by it)."""
+        tools = getattr(self, "_tools", None)
+        if tools is None:
+            tools = self._tools = [dict(t) for t in self.declared.tools or ()] if self.declared is not None else []
+        return tools
 
     def swarm(self, r: random.Random) -> _Swarm:
         rel = tuple(sorted({0} | {i for i in range(1, len(RELATIONS)) if r.random() < 0.55}))
@@ -223,6 +244,8 @@ class Generator:
             strict=r.random() < 0.5, modes=r.choice((("abort",), ("continue",), ("abort", "continue"))),
             max_calls=r.randint(1, self.max_calls),
         )
+        if "continue" not in self.modes:  # declared unsupported: abort mode only
+            sw.modes = ("abort",)
         if self.mode == "loop":
             sw.rounds = r.randint(1, 4)
             sw.limits = frozenset(k for k in ("maxRounds", "maxExecutions", "maxToolExecutions", "maxRequests")
@@ -242,9 +265,12 @@ class Generator:
         bits = r.getrandbits
         args = _unpack_args((bits(len(PROPS)), bits(3 * len(PROPS)), bits(13)))
         return (r.choice(sw.relations), r.randrange(sw.ids), r.randrange(tools), bits(12) & 7, bits(2),
-                r.randrange(len(UNKNOWN_TOOLS)), r.randrange(len(MALFORMED)), args)
+                r.randrange(len(self.unknown)), r.randrange(len(MALFORMED)), args)
 
     def _config(self, r: random.Random, sw: _Swarm) -> dict[str, Json]:
+        if self.declared is not None:  # exactly the declared registry, in every step
+            return {"tools": self._declared_tools(), "budget": r.randint(*sw.budgets), "mode": r.choice(sw.modes),
+                    "principal": r.choice(PRINCIPALS)}
         def schema() -> dict[str, Json]:
             return SCHEMA_POOL[r.choice(_STRICT_SCHEMAS) if sw.strict and r.random() < 0.7
                                else (_LENIENT if r.random() < 0.3 else r.randrange(len(SCHEMA_POOL)))]
@@ -267,7 +293,7 @@ class Generator:
                n: int) -> list[Json]:
         calls = []
         for _ in range(n):
-            c = resolve_call(self._call_plan(r, sw, len(tools)), earlier, tools)
+            c = resolve_call(self._call_plan(r, sw, len(tools)), earlier, tools, self.source, self.unknown)
             calls.append(c)
             earlier.append(c)
         return calls
@@ -278,7 +304,7 @@ class Generator:
         calls = self._calls(r, sw, cfg["tools"], [], n)
         step = {"kind": "batch", "config": cfg, "calls": calls, "script": self._script(r, sw, r.randint(0, 4))}
         if self.concurrency and r.random() < 0.8:
-            _make_concurrent(r, step)
+            _make_concurrent(r, step, declared=self.declared is not None)
         return step
 
     def loop_step(self, r: random.Random, sw: _Swarm) -> dict[str, Json]:

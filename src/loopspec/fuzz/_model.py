@@ -27,6 +27,7 @@ __all__ = [
     "ReplayResult",
     "Stats",
     "as_finding",
+    "cause_name",
     "json_text",
     "load_case",
     "step_calls",
@@ -37,9 +38,9 @@ Json = Any
 
 CASE_FORMAT: Final = "loopspec-fuzz-case/1"
 CAMPAIGN_FORMAT: Final = "loopspec-fuzz-campaign/1"
-#: The files a campaign writes per finding (``<rule><suffix>``).
+#: The files a campaign writes per finding (``<cause><suffix>``; ``<rule><suffix>`` before causes were named).
 FINDING_SUFFIXES: Final = (".json", ".txt", ".path.json")
-RULE_FILE: Final = re.compile(r"^([PR][0-9]{1,3})(\.json|\.txt|\.path\.json)$")
+RULE_FILE: Final = re.compile(r"^([PR][0-9]{1,3}(?:-[a-z0-9][a-z0-9-]*)?)(\.json|\.txt|\.path\.json)$")
 
 
 def json_text(doc: Json, *, indent: int | None = 2) -> str:
@@ -81,6 +82,8 @@ class Finding:
     shrunk: bool = False
     #: steps the same (shared) process ran before this example: the case may depend on them
     prefix: list[dict[str, Json]] = field(default_factory=list)
+    #: the case file of an earlier campaign this finding was replayed from (the corpus in ``--out``)
+    origin: str | None = None
 
     @property
     def rule(self) -> str:
@@ -93,14 +96,22 @@ class Finding:
         return self.verdict.violation.kind
 
     @property
+    def cause(self) -> str:
+        """The cause, named beside the rule (``R11-answer-lost-after-rejection``, ``R2-valid-id-rejected``): two
+        findings are one cause when they fail the same check in the same way. Its case files are named by it."""
+        return cause_name(self.rule, self.kind)
+
+    @property
     def calls(self) -> int:
         return sum(step_calls(s) for s in self.steps)
 
     @property
-    def size(self) -> tuple[int, int, int, int]:
+    def size(self) -> tuple[int, int, int, int, int]:
         """What minimization reduces: calls, then steps, then the numbers (budgets, limits, script
-        length), then the text."""
-        return (self.calls, len(self.steps), sum(step_magnitude(s) for s in self.steps), len(json.dumps(self.steps)))
+        length), then the characters a reader cannot read at a glance (a case prefers ``c1`` to ``\x1c``), then
+        the text."""
+        return (self.calls, len(self.steps), sum(step_magnitude(s) for s in self.steps), unreadable(self.steps),
+                len(json.dumps(self.steps)))
 
     def case_json(self, meta: Mapping[str, Json]) -> dict[str, Json]:
         return {
@@ -114,6 +125,20 @@ class Finding:
             "verdict": self.verdict.to_json(),
             "traces": self.traces,
         }
+
+
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def unreadable(v: Json) -> int:
+    """How many characters of the strings in ``v`` (keys too) are not plain ASCII letters, digits or ``_-.``."""
+    if isinstance(v, str):
+        return sum(1 for ch in v if ch not in _PLAIN)
+    if isinstance(v, dict):
+        return sum(unreadable(k) + unreadable(x) for k, x in v.items())
+    if isinstance(v, list):
+        return sum(unreadable(x) for x in v)
+    return 0
 
 
 def step_calls(step: Mapping[str, Json]) -> int:
@@ -144,6 +169,11 @@ class CampaignResult:
     params: dict[str, Json] = field(default_factory=dict)
     #: the signal that interrupted the campaign: 2 (SIGINT, Ctrl-C), 15 (SIGTERM) or 1 (SIGHUP); None if it was not
     signum: int | None = None
+    #: what became of the cases an earlier campaign left in ``out`` (the corpus, replayed first): one entry per
+    #: case, ``{"case", "status": still-failing|fixed|renamed|not-replayed|unreadable, ...}``
+    corpus: list[dict[str, Json]] = field(default_factory=list)
+    #: what ``loopspec replay --impl`` needs to rerun a case against this implementation
+    impl: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -266,10 +296,15 @@ class ReplayResult:
         return all(v.ok for v in self.verdicts)
 
 
-def as_finding(rr: ReplayResult, steps: Sequence[Mapping[str, Json]], rule: str | None = None) -> Finding | None:
-    """The divergence of a run (with the steps up to it), if it is of ``rule`` (any rule when None)."""
+def cause_name(rule: str, kind: str) -> str:
+    """A cause's name: the rule, then the kind of divergence (``R7-conflict-reused``)."""
+    return f"{rule}-{kind}"
+
+
+def as_finding(rr: ReplayResult, steps: Sequence[Mapping[str, Json]], cause: str | None = None) -> Finding | None:
+    """The divergence of a run (with the steps up to it), if it is of ``cause`` (any when None)."""
     v = rr.verdict
-    if v is None or v.violation is None or (rule is not None and v.violation.rule != rule):
+    if v is None or v.violation is None or (cause is not None and cause_name(v.violation.rule, v.violation.kind) != cause):
         return None
     n = len(rr.verdicts)
     return Finding(v, [dict(s) for s in steps[:n]], rr.traces[:n])

@@ -1,35 +1,45 @@
 """Stage 5 of a campaign, the report on disk: the files a campaign writes in its ``--out`` directory.
 
-Per finding (``<rule>`` is the rule id, e.g. ``R6``):
+Per distinct cause (``<cause>`` is the rule and the kind of divergence, e.g. ``R6-replay-reexecuted``):
 
-* ``<rule>.json`` — the case (``loopspec-fuzz-case/1``): the steps to replay, the traces, the
-  verdict; ``loopspec replay <rule>.json --impl CMD`` reruns it exactly;
-* ``<rule>.txt`` — the readable explanation (:func:`loopspec.fuzz._report.render_finding`);
-* ``<rule>.path.json`` — the expected path with the failed transition (``loopspec diagram --trace``);
+* ``<cause>.json`` — the case (``loopspec-fuzz-case/1``): the steps to replay, the traces, the
+  verdict; ``loopspec replay <cause>.json --impl CMD`` reruns it exactly;
+* ``<cause>.txt`` — the readable explanation (:func:`loopspec.fuzz._report.render_finding`);
+* ``<cause>.path.json`` — the expected path with the failed transition (``loopspec diagram --trace``);
 
 and for the campaign ``campaign.json`` (parameters, findings, statistics, coverage) and ``coverage.json``
 (the spec transitions the campaign's runs took: ``loopspec diagram --coverage``). Every file is written
 atomically; a finding's files are written as soon as it is found (provisional while it is being reduced).
+
+The directory is a corpus: the cases an earlier campaign left there are replayed first, kept while they fail,
+and moved into ``fixed/`` (and reported) when they pass; nothing is deleted but this campaign's own superseded
+provisional files.
 
 This stage imports no other stage of the campaign: the driver (:mod:`._campaign`) hands it the findings.
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..spec.loader import load_spec
-from ..support.safejson import load_json
 from ..support.text import printable_lines, write_atomic
-from ._coverage import Coverage
-from ._model import CAMPAIGN_FORMAT, RULE_FILE, CampaignResult, Finding, is_case_file, json_text
+from ._coverage import Coverage, spec_transition_ids
+from ._model import (
+    CAMPAIGN_FORMAT,
+    FINDING_SUFFIXES,
+    RULE_FILE,
+    CampaignResult,
+    Finding,
+    is_case_file,
+    json_text,
+)
 from ._paths import diagram_trace
 from ._report import render_finding
 
-__all__ = ["CaseFiles", "coverage_doc", "finding_summary"]
+__all__ = ["CaseFiles", "corpus_files", "coverage_doc", "finding_summary"]
 
 Json = Any
 
@@ -38,18 +48,27 @@ def finding_summary(f: Finding, out: Path | None) -> dict[str, Json]:
     """One finding as ``campaign.json`` and ``loopspec fuzz --format json`` list it."""
     v = f.verdict.violation
     return {
-        "rule": f.rule, "kind": f.kind,
+        "rule": f.rule, "kind": f.kind, "cause": f.cause,
         "invariant": v.invariant if v else None,
         "index": v.index if v else None,
         "calls": f.calls, "steps": len(f.steps), "shrunk": f.shrunk, "reproduced": f.reproduced,
         "explanation": v.explanation if v else None,
-        "case": str(out / f"{f.rule}.json") if out is not None else None,
+        "case": str(out / f"{f.cause}.json") if out is not None else None,
+        "from": "corpus" if f.origin is not None else "campaign",
     }
+
+
+def corpus_files(out: Path) -> list[Path]:
+    """The fuzz cases in ``out`` (named after a cause or a rule, and saying they are fuzz cases), sorted."""
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.iterdir() if p.suffix == ".json" and not p.name.endswith(".path.json")
+                  and RULE_FILE.match(p.name) is not None and is_case_file(p))
 
 
 def coverage_doc(coverage: Coverage, *, mode: str, seed: int, impl: str, steps: int) -> dict[str, Json]:
     """``coverage.json``: how often the expected runs took each spec transition."""
-    spec_ids = [t.id for t in load_spec().transitions]
+    spec_ids = spec_transition_ids(mode)
     return {"transitions": {t: coverage.transitions.get(t, 0) for t in spec_ids},
             "runs": coverage.runs,
             "label": f"loopspec fuzz, {mode} mode, seed {seed}",
@@ -70,31 +89,21 @@ class CaseFiles:
         self.meta = meta
         self.written: set[str] = set()
 
-    def clear_previous(self) -> None:
-        """Remove the finding files of an earlier campaign in ``out`` — those its ``campaign.json``
-        listed and provisional ones it never listed (interrupted) — so that the directory never mixes
-        two campaigns' findings. Only files that are ours: named after a rule, and a case file's
-        JSON says it is a fuzz case."""
-        if not self.out.is_dir():
-            return
-        rules: set[str] = set()
-        with contextlib.suppress(Exception):
-            doc = load_json(self.out / "campaign.json")
-            rules = {f["rule"] for f in doc.get("findings", []) if isinstance(f, dict) and isinstance(f.get("rule"), str)}
-        doomed = []
-        for entry in self.out.iterdir():
-            m = RULE_FILE.match(entry.name)
-            if m is None or entry.is_symlink() or not entry.is_file():
-                continue
-            rule = m.group(1)
-            if rule in rules or is_case_file(self.out / f"{rule}.json"):
-                doomed.append(entry)
-        for entry in doomed:
-            entry.unlink(missing_ok=True)
+    def retire(self, case: Path) -> str:
+        """Move an earlier campaign's case (its ``.json``, ``.txt`` and ``.path.json``) into ``fixed/``: it
+        passes now. Returns where the case went."""
+        dest = self.out / "fixed"
+        dest.mkdir(exist_ok=True)
+        stem = case.name.removesuffix(".json")
+        for suffix in FINDING_SUFFIXES:
+            src = case.with_name(stem + suffix)
+            if src.is_file() and not src.is_symlink():
+                os.replace(src, dest / src.name)
+        return str(dest / case.name)
 
     def write(self, f: Finding) -> list[str]:
         """A finding's case, explanation and path (provisional until it is shrunk)."""
-        base = self.out / f.rule
+        base = self.out / f.cause
         case = f.case_json(self.meta())
         case["provisional"] = not f.shrunk
         write_atomic(base.with_suffix(".json"), json_text(case))
@@ -115,10 +124,10 @@ class CaseFiles:
         interrupted, or by shards), those of findings superseded are removed."""
         keep = set()
         for f in findings:
-            if f.rule + ".json" not in self.written:  # found but not yet written (interrupted, shards)
+            if f.cause + ".json" not in self.written:  # found but not yet written (interrupted, shards)
                 self.write(f)
-            keep |= {f"{f.rule}.json", f"{f.rule}.txt", f"{f.rule}.path.json"}
-        for name in self.written - keep:
+            keep |= {f.cause + suffix for suffix in FINDING_SUFFIXES}
+        for name in self.written - keep:  # only this campaign's own files: a case it superseded
             (self.out / name).unlink(missing_ok=True)
         return sorted(str(self.out / n) for n in self.written & keep)
 
@@ -135,6 +144,7 @@ class CaseFiles:
             "stats": result.stats,
             "coverage": result.coverage,
             "findings": [finding_summary(f, self.out) for f in result.findings],
+            "corpus": result.corpus,
         }
         cov = self.out / "coverage.json"
         write_atomic(cov, json_text(coverage))

@@ -16,9 +16,9 @@ from typing import Any, Final
 
 from ..core import rules as core
 from ..core.rules import CODE_TABLE, Outcome, RunState
-from ..judge.batch import parse_batch_config, wire_answer
+from ..judge.batch import parse_batch_config, parse_tools, wire_answer
 from ..judge.loop import LOOP_RESULT_FIELDS, parse_loop_config, reply_value
-from ..judge.verdict import CANARY_PREFIX
+from ..judge.verdict import CANARY_PREFIX, TraceError
 from ._coverage import path
 from ._steps import chooser, is_concurrent
 from ._vocab import SCHEMA_POOL
@@ -93,8 +93,26 @@ def _pool_schemas(tools: Sequence[Mapping[str, Json]]) -> dict[str, core.ToolSch
     return got
 
 
+#: The parsed schemas of the last tool lists a generator reused for every step (a declared registry), by
+#: identity: (the list itself, kept alive so that its id is not reused; its schemas).
+_LISTED: list[tuple[Sequence[Mapping[str, Json]], dict[str, core.ToolSchema]]] = []
+
+
+def _listed_schemas(tools: Sequence[Mapping[str, Json]]) -> dict[str, core.ToolSchema] | None:
+    for obj, schemas in _LISTED:
+        if obj is tools:
+            return schemas
+    try:
+        _, schemas = parse_tools(tools, "config.tools")
+    except TraceError:
+        return None
+    _LISTED.append((tools, schemas))
+    del _LISTED[:-4]
+    return schemas
+
+
 def _batch_config(raw: Mapping[str, Json]) -> core.RunConfig:
-    schemas = _pool_schemas(raw["tools"])
+    schemas = _pool_schemas(raw["tools"]) or _listed_schemas(raw["tools"])
     b = raw.get("budget")
     if schemas is None or not (b.__class__ is int and b >= 0) or raw.get("mode") not in core.MODES \
             or not isinstance(raw.get("principal"), str):

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from ..judge.verdict import Verdict
 from ..spec.loader import load_rules
-from ._model import Finding, ReplayResult, Stats, as_finding
+from ._model import Finding, ReplayResult, Stats, as_finding, cause_name, unreadable
 
 __all__ = ["Reducer", "Runs", "candidates", "carried_over", "minimize", "not_reproduced", "step_candidates",
            "trim_unused"]
@@ -69,16 +69,34 @@ def _argument_candidates(calls: Sequence[Json]) -> list[list[Json]]:
             for key in c["arguments"]:
                 args = {k: v for k, v in c["arguments"].items() if k != key}
                 out.append([*calls[:j], {**c, "arguments": args}, *calls[j + 1:]])
+    return out + _readable_candidates(calls)
+
+
+def _readable_candidates(calls: Sequence[Json]) -> list[list[Json]]:
+    """The calls with one unreadable id made plain (``c1``, ``c2``…, every call that carries it, so replays and
+    conflicts keep their relation), or one unreadable string argument made ``a``: kept only while the case still
+    fails with the same cause, so a character that is the cause stays."""
+    out: list[list[Json]] = []
+    ids = [c.get("id") for c in calls if isinstance(c, dict)]
+    plain = [f"c{n}" for n in range(1, len(calls) + 2) if f"c{n}" not in ids]
+    for cid in dict.fromkeys(i for i in ids if isinstance(i, str) and unreadable(i)):
+        out.append([{**c, "id": plain[0]} if isinstance(c, dict) and c.get("id") == cid else c for c in calls])
+    for j, c in enumerate(calls):
+        if isinstance(c, dict) and isinstance(c.get("arguments"), dict):
+            for key, v in c["arguments"].items():
+                if isinstance(v, str) and unreadable(v):
+                    out.append([*calls[:j], {**c, "arguments": {**c["arguments"], key: "a"}}, *calls[j + 1:]])
     return out
 
 
-def step_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
-    """Every step obtained from ``step`` by removing or lowering one part."""
+def step_candidates(step: dict[str, Json], *, keep_tools: bool = False) -> list[dict[str, Json]]:
+    """Every step obtained from ``step`` by removing or lowering one part. ``keep_tools``: the tools are the
+    implementation's declared registry, never dropped."""
     out: list[dict[str, Json]] = []
     cfg = step["config"]
     script = step.get("script", [])
     if step.get("kind") == "writes":
-        return _writes_candidates(step)
+        return _writes_candidates(step, keep_tools=keep_tools)
     if step.get("kind", "batch") == "loop":
         model = step.get("model", [])
         out += [{**step, "model": _drop(model, i)} for i in range(len(model))]
@@ -115,8 +133,9 @@ def step_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
                                                                   "maxConcurrency": conc["maxConcurrency"] - 1}}})
     out += [{**step, "script": _drop(script, j)} for j in range(len(script))]
     tools = cfg["tools"]
-    out += [{**step, "config": {**cfg, "tools": _drop(tools, j)}}
-            for j in range(len(tools)) if tools[j]["name"] not in used and len(tools) > 1]
+    if not keep_tools:
+        out += [{**step, "config": {**cfg, "tools": _drop(tools, j)}}
+                for j in range(len(tools)) if tools[j]["name"] not in used and len(tools) > 1]
     for j, t in enumerate(tools):
         if t.get("maxExecutions") is not None:
             out.append({**step, "config": {**cfg, "tools": [*tools[:j], {k: v for k, v in t.items()
@@ -124,7 +143,7 @@ def step_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
     return out
 
 
-def _writes_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
+def _writes_candidates(step: dict[str, Json], *, keep_tools: bool = False) -> list[dict[str, Json]]:
     """A writes step made smaller by one part: a call, a script entry, an outage, a crash at a lookup, the
     budget, an unused tool; a restart turned into a lost answer (PROTOCOL.md W5). Calls keep their key
     arguments."""
@@ -148,8 +167,9 @@ def _writes_candidates(step: dict[str, Json]) -> list[dict[str, Json]]:
         out.append({**step, "config": {**cfg, "budget": budget - 1}})
     used = {c.get("name") for c in calls if isinstance(c, dict)}
     tools = cfg["tools"]
-    out += [{**step, "config": {**cfg, "tools": _drop(tools, j)}}
-            for j in range(len(tools)) if tools[j]["name"] not in used and len(tools) > 1]
+    if not keep_tools:
+        out += [{**step, "config": {**cfg, "tools": _drop(tools, j)}}
+                for j in range(len(tools)) if tools[j]["name"] not in used and len(tools) > 1]
     return out
 
 
@@ -198,13 +218,14 @@ def trim_unused(f: Finding, judge_fn: Callable[[dict[str, Json]], Verdict]) -> F
     if not changed:
         return f
     v = judge_fn(traces[-1])
-    if v.violation is None or v.violation.rule != f.rule or not all(judge_fn(t).ok for t in traces[:-1]):
+    if v.violation is None or cause_name(v.violation.rule, v.violation.kind) != f.cause \
+            or not all(judge_fn(t).ok for t in traces[:-1]):
         return f
     trimmed = dataclasses.replace(f, verdict=v, steps=steps, traces=traces)
     return trimmed if trimmed.size < f.size else f
 
 
-def candidates(steps: list[dict[str, Json]]) -> list[list[dict[str, Json]]]:
+def candidates(steps: list[dict[str, Json]], *, keep_tools: bool = False) -> list[list[dict[str, Json]]]:
     """Every case obtained by removing one part of ``steps``: the last step alone first, then
     chunks of steps (ddmin: a long history shrinks in logarithmic time), single steps, then the
     parts of each step."""
@@ -218,12 +239,13 @@ def candidates(steps: list[dict[str, Json]]) -> list[list[dict[str, Json]]]:
     if len(steps) > 1:
         out += [_drop(steps, i) for i in range(len(steps))]
     for i, step in enumerate(steps):
-        out += [[*steps[:i], new, *steps[i + 1:]] for new in step_candidates(step)]
+        out += [[*steps[:i], new, *steps[i + 1:]] for new in step_candidates(step, keep_tools=keep_tools)]
     return out
 
 
 def minimize(finding: Finding, check: Check, *, deadline: float, max_runs: int = 600,
-             judge_fn: Callable[[dict[str, Json]], Verdict] | None = None) -> tuple[Finding, int]:
+             judge_fn: Callable[[dict[str, Json]], Verdict] | None = None,
+             keep_tools: bool = False) -> tuple[Finding, int]:
     """Greedy delta debugging: take the first candidate that is smaller and still fails with the
     same rule (as ``check`` says, running it), until no candidate is, the deadline passes or
     ``max_runs`` runs were made. Returns the smallest finding and the number of runs.
@@ -241,7 +263,7 @@ def minimize(finding: Finding, check: Check, *, deadline: float, max_runs: int =
     improved = True
     while improved and runs < max_runs and time.monotonic() < deadline:
         improved = False
-        cands = candidates(best.steps)
+        cands = candidates(best.steps, keep_tools=keep_tools)
         if writes and cands:
             start %= len(cands)
             cands = cands[start:] + cands[:start]
@@ -250,7 +272,7 @@ def minimize(finding: Finding, check: Check, *, deadline: float, max_runs: int =
                 break
             runs += 1
             found = check(cand)
-            if found is not None and found.rule == best.rule and found.size < best.size:
+            if found is not None and found.cause == best.cause and found.size < best.size:
                 best = trim(found)
                 improved = True
                 start = (start + n) % len(cands)
@@ -268,25 +290,26 @@ class Reducer:
     (a finding that does not reproduce is a symptom of an R5 state leak already reported)."""
 
     def __init__(self, runs: Runs, *, judge_fn: Callable[[dict[str, Json]], Verdict], mode: str,
-                 shrink_seconds: float, stats: Stats, found: Mapping[str, Finding]) -> None:
+                 shrink_seconds: float, stats: Stats, found: Mapping[str, Finding], keep_tools: bool = False) -> None:
         self.runs = runs
+        self.keep_tools = keep_tools  # the tools are the implementation's declared registry: never dropped
         self.judge_fn = judge_fn
         self.mode = mode
         self.shrink_seconds = shrink_seconds
         self.stats = stats
         self.found = found
 
-    def _live_check(self, rule: str) -> Check:
+    def _live_check(self, cause: str) -> Check:
         def check(steps: list[dict[str, Json]]) -> Finding | None:
             self.stats.reduce_runs += 1
-            return as_finding(self.runs.live(steps), steps, rule)
+            return as_finding(self.runs.live(steps), steps, cause)
 
         return check
 
-    def _fresh_check(self, rule: str) -> Check:
+    def _fresh_check(self, cause: str) -> Check:
         def check(steps: list[dict[str, Json]]) -> Finding | None:
             self.stats.reduce_runs += 1
-            return as_finding(self.runs.fresh(steps), steps, rule)  # re-checked with the grace (replay)
+            return as_finding(self.runs.fresh(steps), steps, cause)  # re-checked with the grace (replay)
 
         return check
 
@@ -296,8 +319,8 @@ class Reducer:
         or state carried over between runs (R5). A writes finding is minimized first and re-checked
         after (:meth:`_live_first`), the usual way only when the reduced case does not reproduce."""
         deadline = time.monotonic() + self.shrink_seconds
-        rule = f.rule
-        hang = rule == "P2"
+        rule = f.cause  # a candidate is kept when it fails with the same cause (rule and kind)
+        hang = f.rule == "P2"
         runs = 12 if hang else 600
         fresh = self._fresh_check(rule)
 
@@ -318,7 +341,7 @@ class Reducer:
         alone = as_finding(rr_alone, f.steps, rule)  # the example's own steps, in a fresh process
         if alone is None and (late := explained(rr_alone, f.steps)) is not None:
             return late
-        if alone is None and "R5" in self.found:  # another symptom of the state leak already reported
+        if alone is None and any(c.startswith("R5-") for c in self.found):  # another symptom of the state leak already reported
             return not_reproduced(f)
         if alone is None:  # it needs what the live process ran before it (state kept across runs)
             steps = [*f.prefix, *f.steps]
@@ -328,14 +351,16 @@ class Reducer:
                 return late
             if whole is None:  # not even with its history: reported as it was seen (P7)
                 return not_reproduced(f)
-            small, _ = minimize(whole, fresh, deadline=deadline, max_runs=runs // 2)
+            small, _ = minimize(whole, fresh, deadline=deadline, max_runs=runs // 2,
+                                    keep_tools=self.keep_tools)
             best = dataclasses.replace(small, reproduced=True)
         else:
             small, _ = minimize(alone, self._live_check(rule), deadline=deadline, max_runs=runs,
-                                judge_fn=self.judge_fn)  # re-checked fresh below
+                                judge_fn=self.judge_fn, keep_tools=self.keep_tools)  # re-checked fresh below
             again = fresh(small.steps) if small is not alone else alone
             if again is None:  # the live process's state helped: reduce in fresh processes instead
-                again, _ = minimize(alone, fresh, deadline=deadline, max_runs=runs // 2)
+                again, _ = minimize(alone, fresh, deadline=deadline, max_runs=runs // 2,
+                                    keep_tools=self.keep_tools)
             best = dataclasses.replace(again, reproduced=True)
         return self._named(best)
 
@@ -345,9 +370,10 @@ class Reducer:
         for a late message): the replay of the whole example in a fresh process that :meth:`reduce` starts
         with is left out when the reduced case reproduces. None when it does not: then :meth:`reduce` takes
         its usual way (the example alone, its history, fresh processes)."""
-        small, _ = minimize(f, self._live_check(f.rule), deadline=deadline, max_runs=runs, judge_fn=self.judge_fn)
+        small, _ = minimize(f, self._live_check(f.cause), deadline=deadline, max_runs=runs, judge_fn=self.judge_fn,
+                            keep_tools=self.keep_tools)
         self.stats.reduce_runs += 1
-        again = as_finding(self.runs.replay(small.steps), small.steps, f.rule)
+        again = as_finding(self.runs.replay(small.steps), small.steps, f.cause)
         return dataclasses.replace(again, reproduced=True) if again is not None else None
 
     def _named(self, best: Finding) -> Finding:
@@ -384,8 +410,8 @@ class Reducer:
         probe = {**step, "calls": [*step["calls"], {**again, "id": new_id}],
                  "script": [{"lose": e["restart"]} if isinstance(e, dict) and "restart" in e else e
                             for e in step.get("script", [])]}
-        found = self._fresh_check("R43")([*f.steps[:-1], probe])
-        if found is None or found.kind != "blind-redispatch":
+        found = self._fresh_check("R43-blind-redispatch")([*f.steps[:-1], probe])
+        if found is None:
             return None
         return dataclasses.replace(found, reproduced=True, shrunk=True)
 

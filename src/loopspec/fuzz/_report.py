@@ -12,13 +12,14 @@ from collections import Counter
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..core.profiles import params_for
 from ..judge.trace import judge
 from ..spec.loader import WRITE_SECTION, load_rules, load_spec
 from ..support.text import compact, write_atomic
-from ._exercised import describe
+from ._declared import NOT_EXERCISED
+from ._exercised import describe, exercised_total
 from ._model import CampaignResult, Finding, json_text, step_calls
 
 Json = Any
@@ -39,16 +40,20 @@ def _explained_by(f: Finding, profile: str) -> list[str]:
 def _finding_json(f: Finding, out: Path | None, sub: str = "") -> dict[str, Json]:
     v = f.verdict.violation
     assert v is not None
-    return {"rule": v.rule, "kind": v.kind, "invariant": v.invariant, "calls": f.calls, "steps": len(f.steps),
-            "reproduced": f.reproduced, "explanation": v.explanation,
-            "case": str(out / sub / f"{f.rule}.json") if out is not None else None}
+    return {"rule": v.rule, "kind": v.kind, "cause": f.cause, "invariant": v.invariant, "calls": f.calls,
+            "steps": len(f.steps), "reproduced": f.reproduced, "explanation": v.explanation,
+            "case": str(out / sub / f"{f.cause}.json") if out is not None else None}
 
 
 def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str | None, result: CampaignResult,
                 strict: CampaignResult | None, out: Path | None) -> dict[str, Json]:
     spec = load_spec()
     rules = [r.id for r in load_rules() if r.section != WRITE_SECTION]  # section 6 is not fuzzed (yet)
-    deviations = {f.rule: f for f in result.findings}
+    deviations: dict[str, Finding] = {}
+    causes: dict[str, list[str]] = {}  # rule -> every distinct cause found under it
+    for f in result.findings:
+        deviations.setdefault(f.rule, f)
+        causes.setdefault(f.rule, []).append(f.cause)
     choices: dict[str, tuple[Finding, list[str]]] = {}
     unpromised: dict[str, list[str]] = {}  # rule -> the observed choices that alone explain its finding
     if profile is not None and strict is not None:
@@ -74,6 +79,11 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
             for rid in spec.parameter(pid).rules:
                 unwitnessed.setdefault(rid, []).append(pid)
     counts: Counter[str] = Counter((result.stats or {}).get("exercised") or {})
+    declared = (result.params or {}).get("declared") or {}
+    unsupported: dict[str, list[str]] = {}  # rule -> the declared unsupported features that keep it unexercised
+    for feature in declared.get("unsupported") or ():
+        for r in NOT_EXERCISED.get(feature, ()):
+            unsupported.setdefault(r, []).append(feature)
     if strict is not None:
         counts.update((strict.stats or {}).get("exercised") or {})
     per_rule = []
@@ -84,9 +94,18 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
                                                                         else "strict")}
             if rid in unpromised:  # conforms to the profile only through choices nothing documents
                 entry["observedOnly"] = unpromised[rid]
+            if len(causes.get(rid, ())) > 1:
+                entry["causes"] = causes[rid]
         elif rid in choices:
             f, params = choices[rid]
             entry = {"rule": rid, "status": "design-choice", "parameters": params, **_finding_json(f, out, "strict")}
+        elif counts and exercised_total(rid, counts) == 0:  # never met: "conforms" would claim what was not seen
+            entry = {"rule": rid, "status": "not-exercised"}
+            seen = describe(rid, counts)
+            if seen is not None:
+                entry["exercised"] = seen
+            if rid in unsupported:
+                entry["unsupported"] = unsupported[rid]
         else:
             entry = {"rule": rid, "status": "conforms"}
             if unwitnessed.get(rid):  # the profile differs here, but no campaign met a case that shows it
@@ -107,7 +126,8 @@ def report_data(*, impl: str, info: Mapping[str, Json], mode: str, profile: str 
     }
 
 
-_STATUS = {"conforms": "conforms", "design-choice": "design choice", "deviates": "**deviates**"}
+_STATUS = {"conforms": "conforms", "design-choice": "design choice", "deviates": "**deviates**",
+           "not-exercised": "not exercised"}
 
 
 def _cell(text: str) -> str:
@@ -153,7 +173,9 @@ def render_report(data: Mapping[str, Json]) -> str:
     counts = {s: sum(1 for r in data["rules"] if r["status"] == s) for s in _STATUS}
     lines += ["## Per rule", "",
               f"{counts['conforms']} conform, {counts['design-choice']} differ by a documented choice, "
-              f"{counts['deviates']} deviate.", "", "| rule | | result |", "|---|---|---|"]
+              f"{counts['deviates']} deviate" + (f", {counts['not-exercised']} were not exercised"
+                                                 if counts['not-exercised'] else "") + ".", "",
+              "| rule | | result |", "|---|---|---|"]
     for r in data["rules"]:
         extra = ""
         if r["status"] == "design-choice":
@@ -172,9 +194,12 @@ def render_report(data: Mapping[str, Json]) -> str:
                      else f" — {r['kind']}")
         if r["status"] == "conforms" and r.get("exercised"):
             extra += f" ({r['exercised']})"
+        if r["status"] == "not-exercised":
+            extra += (f" — declared unsupported: {', '.join(r['unsupported'])}" if r.get("unsupported")
+                      else " — no campaign met its preconditions" + (f" ({r['exercised']})" if r.get("exercised") else ""))
         lines.append(f"| {r['rule']} | {titles.get(r['rule'], '')} | {_STATUS[r['status']]}{extra} |")
     lines.append("")
-    shown = [r for r in data["rules"] if r["status"] != "conforms"]
+    shown = [r for r in data["rules"] if r["status"] in ("deviates", "design-choice")]
     if shown:
         lines += ["## Counterexamples (shrunk)", ""]
     for r in shown:
@@ -204,9 +229,13 @@ def write_report(path: str | Path, **kw: Any) -> list[str]:
 
 def replay_command(case_path: str, impl: str) -> str:
     """The command that reruns a case: ``impl`` is a command line, a framework name or a
-    ``module:attr`` entry point (resolved from the current directory, like ``python -m pytest``)."""
+    ``module:attr`` entry point (resolved from the current directory, like ``python -m pytest``). An object
+    no command line can name (``in-process X``: a class defined inside a function, an instance) is rerun
+    from Python: ``loopspec.fuzz.replay(case, target)``."""
     import shlex
 
+    if impl.startswith("in-process "):
+        return f"from Python: loopspec.fuzz.replay({case_path!r}, {impl.removeprefix('in-process ')})"
     return f"loopspec replay {shlex.quote(case_path)} --impl {shlex.quote(impl)}"
 
 
@@ -231,6 +260,7 @@ def render_finding(f: Finding, impl: str, case_path: str, provisional: bool = Fa
     spec = load_spec()
     lines = [
         f"loopspec fuzz: divergence {v.rule} ({v.kind})" + (f", invariant {v.invariant}" if v.invariant else ""),
+        f"cause:          {f.cause}",
         f"rule:           {v.rule} {_rule_title(v.rule)}",
     ]
     if v.transition:
@@ -253,6 +283,12 @@ def render_finding(f: Finding, impl: str, case_path: str, provisional: bool = Fa
         lines.append("")
     lines.append(v.explanation)
     lines.append("")
+    notes = char_notes(f.steps[-1] if f.steps else {})
+    if notes:
+        lines.append("Characters that matter here (R2: blank means Unicode White_Space only; ids and names compare "
+                     "exactly):")
+        lines += [f"  {n}" for n in notes]
+        lines.append("")
     exp = f.verdict.expected
     if exp:
         lines.append("What the spec requires (reference run, fed the same tool outcomes):")
@@ -278,6 +314,61 @@ def render_finding(f: Finding, impl: str, case_path: str, provisional: bool = Fa
     if v.invariants:
         lines.append(f"  invariants violated by the observed behaviour: {', '.join(v.invariants)}")
     return "\n".join(lines) + "\n"
+
+
+#: The names Unicode gives the C0 controls a runtime's blank test may count (unicodedata has none for them).
+_CONTROL_NAMES: Final = {0x09: "CHARACTER TABULATION", 0x0A: "LINE FEED", 0x0B: "LINE TABULATION",
+                         0x0C: "FORM FEED", 0x0D: "CARRIAGE RETURN", 0x1C: "INFORMATION SEPARATOR FOUR",
+                         0x1D: "INFORMATION SEPARATOR THREE", 0x1E: "INFORMATION SEPARATOR TWO",
+                         0x1F: "INFORMATION SEPARATOR ONE", 0x85: "NEXT LINE"}
+
+
+def _java_whitespace(ch: str) -> bool:
+    """Java's Character.isWhitespace (what String.isBlank and strip use)."""
+    import unicodedata
+
+    if ch in "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f":
+        return True
+    return unicodedata.category(ch) in ("Zs", "Zl", "Zp") and ch not in "\u00a0\u2007\u202f"
+
+
+def char_notes(step: Mapping[str, Json]) -> list[str]:
+    """For each character of a call's id or name that is not printable ASCII: its code point and name, whether
+    R2 counts it as white space, and where a common runtime's own test disagrees (Java's isBlank, Python's
+    str.isspace): the reason a reduced case keeps such a character."""
+    import unicodedata
+
+    from ..core.rules import WHITE_SPACE
+
+    calls = step.get("calls") if step.get("kind", "batch") != "loop" else [
+        c for r in step.get("model", []) if isinstance(r, dict) and isinstance(r.get("calls"), list) for c in r["calls"]]
+    out: list[str] = []
+    seen: set[str] = set()
+    for k, c in enumerate(calls or []):
+        if not isinstance(c, dict):
+            continue
+        for field in ("id", "name"):
+            text = c.get(field)
+            if not isinstance(text, str):
+                continue
+            for ch in text:
+                if (" " < ch < "\x7f") or ch in seen:
+                    continue
+                seen.add(ch)
+                name = unicodedata.name(ch, _CONTROL_NAMES.get(ord(ch), "a control character"
+                                                               if unicodedata.category(ch) == "Cc" else "unnamed"))
+                ws = ch in WHITE_SPACE
+                java, py = _java_whitespace(ch), ch.isspace()
+                verdict = ("Unicode White_Space: an id made only of such characters is blank, so malformed (R2)" if ws
+                           else "not Unicode White_Space: an id made of it is valid (R2)")
+                others = []
+                if java != ws:
+                    others.append(f"Java's isBlank() {'counts it as white space' if java else 'does not count it'}")
+                if py != ws:
+                    others.append(f"Python's str.isspace() {'counts it as white space' if py else 'does not'}")
+                out.append(f"U+{ord(ch):04X} {name} (in the {field} of #{k}): {verdict}"
+                           + (f"; but {' and '.join(others)}" if others else ""))
+    return out
 
 
 def _step_summary(step: Mapping[str, Json]) -> str:

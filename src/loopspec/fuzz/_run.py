@@ -20,10 +20,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..core.profiles import Params
 from ..judge.trace import judge
 from ..judge.verdict import Verdict
 from ..protocol.rpc import ProtocolFailure
 from ._adapter import Impl, ImplFactory
+from ._declared import judging_profile
 from ._harness import LATE_GRACE, amend_late, failed_start_trace, late_message, run_step, trace_failed
 from ._model import ReplayResult
 from ._steps import realized_schedule
@@ -212,6 +214,8 @@ def replay_case(case: Mapping[str, Json], factory: ImplFactory, *, profile: str 
     (judged under ``profile``, default: the case's own, else the strict spec)."""
     if profile is None and isinstance(case.get("profile"), str) and case["profile"] != "strict":
         profile = case["profile"]
+    if isinstance(case.get("declared"), dict) and not isinstance(profile, Params):  # as the campaign judged it
+        profile = judging_profile(profile, case["declared"])
     steps: Sequence[Mapping[str, Json]] = case["steps"]
     mode = steps[0].get("kind", "batch") if steps else "batch"
     return run_steps(steps, lambda: factory.open(mode), factory.release, profile=profile)

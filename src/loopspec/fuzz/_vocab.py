@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from ..core.rules import FAILURE_CATEGORIES, blank
 
@@ -195,8 +195,29 @@ def _well_formed(c: Json) -> bool:
             and isinstance(c.get("name"), str) and isinstance(c.get("arguments"), dict))
 
 
-def resolve_call(plan: CallPlan, earlier: Sequence[Json], tools: Sequence[Mapping[str, Json]]) -> Json:
-    """The call a plan stands for, given the calls before it and the configured tools."""
+class ArgumentSource(Protocol):
+    """Where the arguments of declared tools come from (:class:`loopspec.fuzz._arguments.Arguments`)."""
+
+    def valid(self, name: str, plan: ArgPlan) -> dict[str, Json]: ...
+
+    def invalid(self, name: str, plan: ArgPlan) -> dict[str, Json] | None: ...
+
+
+def unknown_names(declared: Sequence[str]) -> tuple[str, ...]:
+    """Names to propose that no declared tool has (R3): the usual suspects, and near misses of the declared
+    names (another case, a trailing space)."""
+    out = [n for n in ("shell", "", "sql") if n not in declared]
+    for name in declared:
+        for near in (name.capitalize() if name != name.capitalize() else name.lower(), f"{name} "):
+            if near not in declared and near not in out:
+                out.append(near)
+    return tuple(out)
+
+
+def resolve_call(plan: CallPlan, earlier: Sequence[Json], tools: Sequence[Mapping[str, Json]],
+                 source: ArgumentSource | None = None, unknown: Sequence[str] = UNKNOWN_TOOLS) -> Json:
+    """The call a plan stands for, given the calls before it and the configured tools. ``source``: the
+    arguments of declared tools (default: from the pools here); ``unknown``: the names that are no tool."""
     rel_i, id_i, tool_i, ref, how, unknown_i, mal_i, args_plan = plan
     relation = RELATIONS[rel_i]
     schema_of = {t["name"]: t["inputSchema"] for t in tools}
@@ -204,6 +225,10 @@ def resolve_call(plan: CallPlan, earlier: Sequence[Json], tools: Sequence[Mappin
     cid = ID_POOL[id_i]
     name = names[tool_i % len(names)]
     bases = [c for c in earlier if _well_formed(c)]
+
+    def valid(tool: str) -> dict[str, Json]:
+        return source.valid(tool, args_plan) if source is not None else valid_arguments(schema_of[tool], args_plan)
+
     if relation in ("replay", "same-content", "conflict") and bases:
         base = bases[ref % len(bases)]
         if relation == "replay":
@@ -211,19 +236,19 @@ def resolve_call(plan: CallPlan, earlier: Sequence[Json], tools: Sequence[Mappin
         if relation == "same-content":
             others = [i for i in ID_POOL if i != base["id"]]
             return {"id": others[id_i % len(others)], "name": base["name"], "arguments": dict(base["arguments"])}
-        args = valid_arguments(schema_of[name], args_plan)
+        args = valid(name)
         if name == base["name"] and args == base["arguments"]:
-            args = {**args, "extra": ref} if schema_of[name].get("additionalProperties", True) else args
+            args = {**args, "extra": ref} if (schema_of[name] or {}).get("additionalProperties", True) else args
         return {"id": base["id"], "name": name, "arguments": args}
-    if relation == "unknown-tool":
-        bad = UNKNOWN_TOOLS[unknown_i]
+    if relation == "unknown-tool" and unknown:
+        bad = unknown[unknown_i % len(unknown)]
         if bad not in schema_of:
             return {"id": cid, "name": bad, "arguments": {}}
     if relation == "invalid-arguments":
-        args = invalid_arguments(schema_of[name], args_plan)
+        args = source.invalid(name, args_plan) if source is not None else invalid_arguments(schema_of[name], args_plan)
         if args is not None:
             return {"id": cid, "name": name, "arguments": args}
-    call = {"id": cid, "name": name, "arguments": valid_arguments(schema_of[name], args_plan)}
+    call = {"id": cid, "name": name, "arguments": valid(name)}
     if relation == "malformed":
         return malformed(call, MALFORMED[mal_i])
     return call

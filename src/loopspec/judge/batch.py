@@ -374,6 +374,8 @@ def expected_batch(cfg: BatchConfig, calls: Sequence[Json], outcomes: Sequence[O
                    params: Params | None = None, spec: Spec | None = None,
                    releases: Sequence[int] | None = None) -> Expected:
     s = RunState(cfg.run_config())
+    if params is not None and params.reference_strict(spec or default_spec()):
+        params = None  # only what the judge accepts differs (R47): the reference run is the strict one
     if cfg.max_concurrency > 1 and params is None:
         return _expected_concurrent(s, calls, outcomes, releases or ())
     feed = iter(outcomes)
@@ -625,14 +627,16 @@ def attribute_executions(
 def _execution_finding(
     spec: Spec, exp: Expected, calls: Sequence[Json], observed: Sequence[ObservedExecution],
     attributed: Sequence[tuple[int | None, ObservedExecution]], k: int, results: Sequence[Json] | None,
-    protocol_failed: bool,
+    protocol_failed: bool, ended: Json = None, rejected: bool = False,
 ) -> _Finding | None:
-    """The divergence at execution position ``k`` (the first mismatch)."""
+    """The divergence at execution position ``k`` (the first mismatch). ``ended``: the observed ``aborted``;
+    ``rejected``: the batch was rejected as a whole (R47), which :func:`_rejection_finding` judges when the
+    implementation merely executed less."""
     exp_req = exp.attempts[k] if k < len(exp.attempts) else None
     obs = attributed[k] if k < len(attributed) else None
     obs_req = obs[0] if obs is not None else None
-    if obs is None and protocol_failed:
-        return None  # the run stopped before this execution: the protocol failure explains it
+    if obs is None and (protocol_failed or rejected):
+        return None  # the run stopped before this execution: the protocol failure (or the rejection) explains it
     executed_wrongly = obs is not None and (
         (obs_req is None and exp_req is None) or (obs_req is not None and (exp_req is None or obs_req < exp_req))
     )
@@ -702,6 +706,12 @@ def _execution_finding(
     # the spec executes request exp_req here and the implementation did not
     call = calls[exp_req]
     answer = results[exp_req] if results is not None and exp_req < len(results) else None
+    ended_here = (answer is None and obs is None and isinstance(ended, dict) and ended.get("index") == exp_req
+                  and isinstance(ended.get("code"), str))
+    if ended_here:  # the implementation ended the batch at this request: its code is its answer (never "missing")
+        assert isinstance(ended, dict)
+        answer = {"id": core.answer_id(call.get("id") if isinstance(call, dict) else None), "status": "error",
+                  "code": ended["code"]}
     observed_j: dict[str, Json] = {"answer": answer, "executes": False}
     if obs is not None:
         observed_j["instead"] = {"execution": k + 1, **obs[1].to_json()}
@@ -736,6 +746,10 @@ def _execution_finding(
     elif kind in ("failure-cached", "failure-not-retried"):
         reason = f" (#{same_id_before[-1]} with the same id and content failed, and failures are never stored, R10)"
     did = f"answered it {describe_answer(answer)} without executing it" if answer is not None else "did not execute it"
+    if ended_here:
+        assert isinstance(ended, dict)
+        observed_j = {"answer": None, "aborted": ended, "executes": False}
+        did = f"ended the batch there with {ended['code']} (aborted = {compact(ended, 40)}) without executing it"
     if obs is not None:
         did += f" (its execution {k + 1} was {describe_execution(obs[1])} instead)"
     return _Finding(
@@ -1004,6 +1018,27 @@ def check_batch_result_shape(result: Json) -> str | None:
     return None
 
 
+def is_rejection(result: Json) -> bool:
+    """Is a ``batch.run`` result the rejection of the whole batch (protocol 1.3, R47)?"""
+    return isinstance(result, dict) and "rejected" in result
+
+
+def check_rejection_shape(result: Json) -> str | None:
+    """``None`` when ``result`` is ``{"rejected": {"code": str}, "executed": int}``, else a message naming the field."""
+    assert isinstance(result, dict)
+    extra = sorted(set(result) - {"rejected", "executed"})
+    if extra:
+        return (f"result.{extra[0]}: a rejection of the whole batch carries only rejected and executed "
+                "(no results, no aborted)")
+    rej = result["rejected"]
+    if not isinstance(rej, dict) or not isinstance(rej.get("code"), str) or set(rej) - {"code"}:
+        return "result.rejected: must be {code: string}"
+    ex = result.get("executed")
+    if not isinstance(ex, int) or isinstance(ex, bool) or ex < 0:
+        return "result.executed: must be an integer >= 0"
+    return None
+
+
 def check_results_shape(results: Sequence[Json], where: str) -> str | None:
     for j, r in enumerate(results):
         w = f"{where}[{j}]"
@@ -1129,7 +1164,8 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
     calls = trace.get("calls")
     _need(isinstance(calls, list), "trace.calls", "must be a list")
     raw, aside = calls, []
-    if params is not None:  # what the framework's message parser hands on (dropped calls are no requests)
+    if params is not None and not params.reference_strict(spec):  # what the framework's message parser hands on
+        # (dropped calls are no requests)
         parser = Parser(params, tuple(cfg.schemas), finals=False)
         calls = parser.calls(calls)
         aside = set_aside(raw, parser.kept)
@@ -1141,12 +1177,15 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
                          conc.releases if conc is not None else None)
     attributed, mismatch = attribute_executions(calls, exp.attempts, execs)
     result = response.get("result") if response is not None else None
-    shape_error = check_batch_result_shape(result) if response is not None else None
+    rejection = response is not None and is_rejection(result)
+    shape_error = None
+    if response is not None:
+        shape_error = check_rejection_shape(result) if rejection else check_batch_result_shape(result)
     results: list[Json] | None = None
     aborted_obs: Json = None
     if response is not None and shape_error is None:
         assert isinstance(result, dict)
-        results, aborted_obs = result["results"], result["aborted"]
+        results, aborted_obs = ([], None) if rejection else (result["results"], result["aborted"])
     observed = {
         "executions": [{"request": idx, **ex.to_json()} for idx, ex in attributed],
         "response": result,
@@ -1156,7 +1195,8 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
 
     findings: list[_Finding] = []
     if mismatch is not None:
-        f = _execution_finding(spec, exp, calls, execs, attributed, mismatch, results, perr is not None)
+        f = _execution_finding(spec, exp, calls, execs, attributed, mismatch, results, perr is not None, aborted_obs,
+                               rejection and shape_error is None)
         if f is not None:
             findings.append(f)
     upto = mismatch if mismatch is not None else len(attributed)
@@ -1172,6 +1212,15 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
         findings.append(_Finding((_LAST, 0), "P5", "bad-response", None, {"response": "a batch.run result"},
                                  {"result": result}, f"Then the implementation answers with the batch.run result "
                                  f"shape of spec/PROTOCOL.md; but {shape_error}."))
+    elif rejection:
+        assert isinstance(result, dict)
+        executed_idx = frozenset(idx for idx, _ in attributed if idx is not None)
+        at = rejection_point(exp, attributed, len(calls))
+        aborted_obs = {"index": at, "code": result["rejected"]["code"]}  # what the invariants are evaluated on
+        whole = params is not None and params["batch_rejection"] == "whole-batch"
+        rf = _rejection_finding(spec, exp, calls, result, at, executed_idx, whole)
+        if rf is not None:
+            findings.append(rf)
     else:
         assert results is not None
         executed_idx = frozenset(idx for idx, _ in attributed if idx is not None)
@@ -1189,7 +1238,15 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
                 f"Then every execution still running when the batch ends is cancelled ($/cancelRequest) or its "
                 f"result awaited (R35); but execution {k} ({describe_execution(execs[k - 1])}) was still running, "
                 f"never cancelled, when the batch was answered."))
-    if not findings and results is not None:
+    if not findings and results is not None and rejection:
+        assert isinstance(result, dict)
+        if result["executed"] != exp.state.executed:
+            findings.append(_Finding((_LAST, 2), "R12", "executed-miscounted", None, {"executed": exp.state.executed},
+                                     {"executed": result["executed"], "observedExecutions": len(execs)},
+                                     f"Then executed = {exp.state.executed}: the number of executions started (the "
+                                     f"harness saw {len(execs)} start), a rejection of the whole batch included "
+                                     f"(R12, R47); but the implementation reported executed = {result['executed']}."))
+    elif not findings and results is not None:
         assert isinstance(result, dict)
         tf = _totals_finding(spec, exp, calls, result, len(execs),
                              frozenset(idx for idx, _ in attributed if idx is not None))
@@ -1217,6 +1274,109 @@ def judge_batch(trace: Mapping[str, Json], *, spec: Spec | None = None, params: 
                     if first.index is not None and first.index < len(calls) else None),
     )
     return Verdict(v, exp.summary(), observed)
+
+
+# --------------------------------------------------------------------------------------------
+# A batch rejected as a whole (R47, protocol 1.3)
+# --------------------------------------------------------------------------------------------
+
+#: Characters a runtime's own "blank" test counts as white space though Unicode's White_Space does not (R2):
+#: Java's Character.isWhitespace (and String.isBlank) and Python's str.isspace take the information separators.
+_NOT_WHITE_SPACE_BUT_BLANK_TO_SOME: Final = frozenset("\x1c\x1d\x1e\x1f")
+
+
+def rejection_point(exp: Expected, attributed: Sequence[tuple[int | None, ObservedExecution]], n: int) -> int:
+    """The request at which an implementation that rejected the whole batch stopped: after the last request it
+    executed, the first one the spec answers without executing it (with an error: it may have ended the batch
+    there) or executes (it was refused instead); the last one it executed when that execution failed (the
+    failure ended it); else where the spec ends the batch, or past its end."""
+    s = exp.state
+    done = [i for i, _ in attributed if i is not None]
+    last = max(done, default=-1)
+    if attributed and attributed[-1][0] is not None and not attributed[-1][1].outcome.ok:
+        return attributed[-1][0]
+    candidates = [a.index for a in s.answers if a.index > last and a.code is not None and not a.executed]
+    candidates += [r for r in exp.attempts if r > last]
+    if s.aborted is not None and s.aborted[0] > last:
+        candidates.append(s.aborted[0])
+    return min(candidates, default=n)
+
+
+def _rejected_kind(call: Json, code: str, kind: str) -> str:
+    """The cause of refusing a call the spec executes, by what the call shows: a valid id some runtimes call
+    blank or that is padded (R2), a valid call refused with a check's code, else the answer's own kind."""
+    if code != "INVALID_CALL" or not isinstance(call, dict):
+        return kind.replace("wrongly-answered-", "wrongly-rejected-", 1)
+    cid = call.get("id")
+    if isinstance(cid, str) and (any(ch in _NOT_WHITE_SPACE_BUT_BLANK_TO_SOME for ch in cid) or cid != cid.strip()
+                                 or not cid.isprintable()):
+        return "valid-id-rejected"
+    return "valid-call-rejected"
+
+
+def _rejection_finding(spec: Spec, exp: Expected, calls: Sequence[Json], result: Mapping[str, Json], at: int,
+                       executed: frozenset[int], whole_batch: bool) -> _Finding | None:
+    """R47: the divergence of a batch rejected as a whole (``result`` = ``{"rejected": {"code"}, "executed"}``),
+    which stopped at request ``at`` (:func:`rejection_point`); None when the rejection conforms (nothing is
+    lost, the code is the ending request's, and ``whole_batch``: the profile's batch_rejection is whole-batch)."""
+    s = exp.state
+    code = result["rejected"]["code"]
+    rejected = {"rejected": dict(result["rejected"]), "executed": result["executed"]}
+    did = f"rejected the whole batch with {code}"
+    lost = [a for a in s.answers if a.index < at]
+    if lost:
+        a = lost[0]
+        where = f"at request #{at}" if at < len(calls) else "after its last request"
+        return _Finding((a.index, 2), "R11", "answer-lost-after-rejection", a.index,
+                        {"answer": wire_answer(a)}, {"answer": None, **rejected},
+                        f"Then request #{a.index} {spec_says(spec, exp, calls, a.index)}; but the implementation "
+                        f"{did} {where} (executed = {result['executed']}), so no request has an answer: the answer "
+                        f"of #{a.index} is lost (R11, R47: a rejection conforms only where no answer precedes the "
+                        f"request that ends the batch).")
+    if at >= len(calls):
+        return _Finding((_LAST, 1), "R47", "rejected-without-cause", None, {"rejected": None}, rejected,
+                        f"Then the batch is answered in full (no request of it ends it); but the implementation "
+                        f"{did}.")
+    what = spec_says(spec, exp, calls, at)
+    call = calls[at]
+    cid = core.answer_id(call.get("id") if isinstance(call, dict) else None)
+    as_answer = {"id": cid, "status": "error", "code": code}
+    if s.aborted is not None and s.aborted[0] == at:
+        want = s.aborted[1]
+        if code == want:
+            if whole_batch:
+                return None
+            return _Finding((at, 2), "R47", "rejected-whole-batch", at,
+                            {"aborted": {"index": at, "code": want}}, rejected,
+                            f"Then request #{at} {what}; but the implementation {did} (executed = "
+                            f"{result['executed']}): nothing is lost, but the outcome must say which request ended "
+                            f"the batch (R13); a rejection of the whole batch conforms only where the profile's "
+                            f"batch_rejection is whole-batch (R47).")
+        would = Answer(at, 1, cid, "error", code=want)
+        f = _compare_answer(spec, exp, calls, at, would, as_answer, what, _check_codes(spec), executed, did=did)
+        if f is not None:
+            f.expected = {"aborted": {"index": at, "code": want}}
+            f.observed = rejected
+            f.kind = f.kind.replace("wrongly-answered-", "wrongly-rejected-", 1)
+        return f
+    e = exp.answer(at)
+    if e is None:  # (a request past the end of the batch: at >= len(calls) is handled above)
+        return None
+    if e.status == "ok" and not e.replayed and at not in executed:  # its output would be the tool's: never seen
+        what = ("passes every check with the budget not yet used up, so it is executed (the tool is entered once "
+                "for it) and answered with the tool's output")
+    if e.code is not None and not e.executed and code == e.code:  # an error answer that does not end the batch
+        rule = "R20" if core.code_kind(code) == "limit" else "R14"
+        return _Finding((at, 2), rule, f"rejected-in-{s.config.mode}-mode", at, {"answer": wire_answer(e)},
+                        {"answer": None, **rejected},
+                        f"Then request #{at} {what}, and the batch goes on ({s.config.mode} mode, limit policy "
+                        f"{s.config.on_limit}); but the implementation {did}.")
+    f = _compare_answer(spec, exp, calls, at, e, as_answer, what, _check_codes(spec), executed, did=did)
+    if f is not None:
+        f.observed = {"answer": None, **rejected}
+        if e.status == "ok" and not e.replayed:  # a request the spec executes, refused instead
+            f.kind = _rejected_kind(call, code, f.kind)
+    return f
 
 
 def abort_code_finding(spec: Spec, exp: Expected, calls: Sequence[Json], obs_aborted: Json,

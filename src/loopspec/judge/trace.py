@@ -39,7 +39,8 @@ def _error_text_view(trace: Mapping[str, Json], keep_canary: bool) -> Mapping[st
     for ev in events:
         if isinstance(ev, dict) and ev.get("type") == "model" and "results" in ev:
             ev = {**ev, "results": answers(ev["results"])}
-        elif isinstance(ev, dict) and ev.get("type") == "response" and isinstance(ev.get("result"), dict):
+        elif isinstance(ev, dict) and ev.get("type") == "response" and isinstance(ev.get("result"), dict) \
+                and "results" in ev["result"]:  # (a rejection of the whole batch has none, R47)
             ev = {**ev, "result": {**ev["result"], "results": answers(ev["result"].get("results"))}}
         out.append(ev)
     return {**trace, "events": out}

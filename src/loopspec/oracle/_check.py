@@ -1,76 +1,63 @@
-"""Checking files: detect the input format, run the right driver, collect records and the summary.
+"""The driver: a file goes through the oracle's stages in one direction, each called here in order.
 
-Input formats (``--input-format``):
+    detect the format  →  read events  →  group them into runs  →  judge each run  →  record the verdict
+    _detect               _read/          _group/                  _judge/             _record
 
-* ``ledger`` — the engine's run ledger (NDJSON, one event a line, runs interleaved; streamed);
-* ``trace`` — ``loopspec-trace/1`` documents, judged by the fuzzer's judge itself;
-* ``openai-chat`` / ``openai-responses`` / ``anthropic`` — transcripts (``openai-responses`` also reads
-  the Agents SDK's ``to_input_list()``);
-* ``pydantic-ai`` / ``langchain`` — framework message histories (``ModelMessagesTypeAdapter`` JSON,
-  ``messages_to_dict``), read like transcripts;
-* ``otlp-json`` / ``otel-console`` — OpenTelemetry traces (OTLP/JSON lines, the SDK console
-  exporter's JSON), grouped into runs by trace and agent invocation;
-* ``auto`` (default) — decided per file from its first line: a ledger event (an object with ``run``
-  and a ledger ``type``) means a ledger, a ``loopspec-trace/1`` object a trace file, an object with
-  ``resourceSpans`` OTLP/JSON, a span as the console exporter prints it (``context.trace_id``) console
-  JSON; anything else is a transcript file, whose format is decided from the first conversation that
-  shows tool use (or the shape of a framework history).
+No stage calls another; each hands plain data (``_items``, ``_records``) to the next through this module,
+and an import-linter contract (``pyproject.toml``, "oracle-stages") keeps it so: a stage may import only the
+shared data below the stages, never an earlier stage. Per format:
 
-Transcript and trace files may be one JSON document (a conversation, a JSON array of
-conversations, or — for transcripts — a bare array of messages / items), or NDJSON with one
-document per line. The rule: when the first non-blank line is a JSON value on its own, the file is
-NDJSON; otherwise the whole file is one document.
+* **ledger**: lines → events (:class:`~._read.lines.LedgerReader`) → runs by run id
+  (:class:`~._group.ledger.LedgerRuns`, runs interleaved) → each event replayed by its run's check as it
+  arrives (:mod:`._judge.ledger`, :mod:`._judge.verdicts`) → a record as each run ends (streamed:
+  memory grows with the open runs, not with the file);
+* **transcripts and framework histories**: documents (:mod:`._read.documents`) → conversations, each read in
+  the format it shows (:mod:`._read.conversations`; a conversation is one run) → the conversation judge
+  (:mod:`._judge.conversation`) → records;
+* **telemetry** (OTLP/JSON, console): documents → spans (:mod:`._read.telemetry`) → runs by trace and agent
+  invocation, each with its conversation read from its spans (:mod:`._group.telemetry`; a trace's spans
+  may be anywhere in the file, so every span is read first) → the conversation judge, with what the
+  spans record (:mod:`._judge.telemetry`) → records;
+* **loopspec-trace/1**: documents → the fuzzer's own judge (:mod:`._judge.trace`) → records.
+
+The formats (``--input-format``) and how ``auto`` decides are in :mod:`._detect`.
 """
 
 from __future__ import annotations
 
 import io
 import itertools
-import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any, Final
 
-from ..judge.trace import judge
-from ..judge.verdict import TRACE_FORMAT, TraceError, default_spec
+from ..judge.verdict import default_spec
 from ..spec.loader import Spec
-from ..support import safejson
-from . import _histories, _telemetry
-from ._locate import Located, loads_located
-from ._records import MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
-from ._stream import DEFAULT_OPTIONS, LedgerStream, Options, read_lines
+from . import _detect, _record
+from ._divergence import Divergence, RunInputError
+from ._group import ledger as group_ledger
+from ._group import telemetry as group_telemetry
+from ._judge import verdicts
+from ._judge.conversation import ASSUMPTION, WITNESSED, judge_conversation
+from ._judge.ledger import RunChecker
+from ._judge.telemetry import judge_run
+from ._judge.trace import judge_trace, trace_events
+from ._options import DEFAULT_OPTIONS, Options
+from ._read.conversations import conversations
+from ._read.documents import NDJSON_HINT, Doc, documents
+from ._read.histories import FORMATS as HISTORY_FORMATS
+from ._read.lines import LedgerReader, LostLine, guess_run, run_owner
+from ._read.telemetry import MAX_SPANS, read_spans
+from ._read.transcripts import FORMATS as TRANSCRIPT_FORMATS
+from ._records import LEDGER_ASSUMPTIONS, MAX_ERRORS_SHOWN, InputError, RunRecord, Summary
+from ._schema import bad_event, ledger_problem, unknown_type
 from ._tables import EVENT_TYPES, tables_for
-from ._transcripts import (
-    ASSUMPTION,
-    FORMATS,
-    IMPORTERS,
-    LABELS,
-    WITNESSED,
-    TranscriptError,
-    check_items,
-    conversation_body,
-    detect_format,
-    formats_shown,
-    is_conversation,
-)
 
 Json = Any
 
 TELEMETRY_FORMATS: Final = ("otlp-json", "otel-console")
-INPUT_FORMATS: Final = ("auto", "ledger", "trace", *FORMATS, *_histories.FORMATS, *TELEMETRY_FORMATS)
-
-_IMPORTERS: Final = {**IMPORTERS, **_histories.IMPORTERS}
-_WITNESSED: Final = {**WITNESSED, **_histories.WITNESSED}
-
-#: Most spans one telemetry file may hold (a file's spans are grouped into runs in memory: about 2 KB a
-#: span with message content); past it the file is refused with an error — split the export by trace.
-MAX_SPANS: Final = 250_000
-
-#: Said when a transcript or trace file that is one JSON document is past the size limit.
-_NDJSON_HINT: Final = ("; a transcript or trace file that is one JSON document must fit the limit too: write one "
-                       "conversation or trace a line (NDJSON)")
+INPUT_FORMATS: Final = ("auto", "ledger", "trace", *TRANSCRIPT_FORMATS, *HISTORY_FORMATS, *TELEMETRY_FORMATS)
 
 
 @dataclass
@@ -103,15 +90,15 @@ def iter_check_file(path: str, *, input_format: str = "auto", options: Options =
         fh = _open(path)
     except FileNotFoundError:
         summary.input_errors += 1
-        yield InputError(name, None, "no such file")
+        yield _record.input_error(name, None, "no such file")
         return
     except IsADirectoryError:
         summary.input_errors += 1
-        yield InputError(name, None, "is a directory, not a file")
+        yield _record.input_error(name, None, "is a directory, not a file")
         return
     except OSError as exc:
         summary.input_errors += 1
-        yield InputError(name, None, f"cannot read: {exc.strerror}")
+        yield _record.input_error(name, None, f"cannot read: {exc.strerror}")
         return
     if on_open is not None:
         on_open(fh)
@@ -124,7 +111,7 @@ def iter_check_file(path: str, *, input_format: str = "auto", options: Options =
             yield item
     except OSError as exc:
         summary.input_errors += 1
-        yield InputError(name, None, f"cannot read: {exc.strerror or exc}")
+        yield _record.input_error(name, None, f"cannot read: {exc.strerror or exc}")
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
@@ -141,94 +128,64 @@ def check_file(path: str, *, input_format: str = "auto", options: Options = DEFA
     return res
 
 
-def _first_line(lines: Iterator[tuple[int, bytes | None, str | None]]) -> tuple[int, bytes | None, str | None] | None:
-    for n, raw, err in lines:
-        if raw is None or raw.strip():
-            return n, raw, err
-    return None
-
-
-def _chain(first: tuple[int, bytes | None, str | None],
-           rest: Iterator[tuple[int, bytes | None, str | None]]) -> Iterator[tuple[int, bytes | None, str | None]]:
-    yield first
-    yield from rest
+def read_text_input(data: bytes, name: str = "<memory>", **kw: Any) -> FileResult:
+    """Check in-memory bytes (tests, notebooks)."""
+    res = FileResult()
+    spec = kw.pop("spec", None) or default_spec()
+    opts = kw.pop("options", Options())
+    fmt = kw.pop("input_format", "auto")
+    res.summary.files += 1
+    for item in _check_open(io.BytesIO(data), name, fmt, opts, spec, res.summary):
+        if isinstance(item, InputError):
+            res.summary.input_errors += 1
+            res.add_error(item)
+        else:
+            res.summary.add(item)
+            res.records.append(item)
+    return res
 
 
 def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
                 summary: Summary) -> Iterator[RunRecord | InputError]:
-    limits = opts.limits
-    lines = read_lines(fh, opts.max_line)
-    first = _first_line(lines)
-    early: list[InputError] = []  # over-long lines before the first readable one
-    while first is not None and first[1] is None:
-        early.append(InputError(name, first[0], first[2] or "unreadable line"))
-        first = _first_line(lines)
+    """One open file through the stages: detect, then the pipeline of its format."""
+    head = _detect.detect(fh, fmt, opts)  # 1. detect
+    first = head.first
     if first is None:
-        if early:
-            if len(early) == 1 and fmt != "ledger":
-                e = early[0]
-                early[0] = InputError(e.file, e.line, e.message + _NDJSON_HINT)
-            yield from early
+        if head.early:
+            if len(head.early) == 1 and fmt != "ledger":
+                n, _, err = head.early[0]
+                yield _record.input_error(name, n, (err or "unreadable line") + NDJSON_HINT)
+            else:
+                for n, _, err in head.early:
+                    yield _record.input_error(name, n, err or "unreadable line")
         else:
-            yield InputError(name, None, "the file is empty")
+            yield _record.input_error(name, None, "the file is empty")
         return
-    n, raw, _err = first
-    doc: Json = None
-    one_line = False
-    if raw is not None:
-        try:
-            doc = safejson.loads(raw, limits=limits)
-            one_line = True
-        except safejson.JsonInputError:
-            one_line = False
-    peeked: list[tuple[int, bytes | None, str | None]] = []
-    if fmt == "auto":
-        fmt = _kind_of(doc) if one_line else ""
-        if not fmt:  # the first line is not JSON on its own: look a few lines further for ledger events
-            for item in lines:
-                peeked.append(item)
-                if item[1] is not None and item[1].strip():
-                    try:
-                        k = _kind_of(safejson.loads(item[1], limits=limits))
-                    except safejson.JsonInputError:
-                        k = ""
-                    if k == "ledger":
-                        fmt = "ledger"
-                        break
-                if len(peeked) >= 8:
-                    break
-            fmt = fmt or "transcript"
-    if fmt == "ledger":
-        stream = LedgerStream(spec, name, opts)
+    if head.format == "ledger":
+        check = LedgerCheck(spec, name, opts)
         if fh.seekable():
-            fh.seek(0)  # the stream reads (and reports) the over-long lines again
+            fh.seek(0)  # the reader reads (and reports) the over-long lines again
             src: IO[bytes] = fh
         else:  # stdin: put back the lines read to decide the format
-            yield from early
-            src = _Prepend([first[1] or b"\n"] + [x[1] or b"\n" for x in peeked], fh)
+            for n, _, err in head.early:
+                yield _record.input_error(name, n, err or "unreadable line")
+            src = _Prepend([first[1] or b"\n"] + [x[1] or b"\n" for x in head.peeked], fh)
         try:
-            yield from stream.run(src, 1 if fh.seekable() else n)
+            yield from check.run(src, 1 if fh.seekable() else first[0])
         finally:
-            summary.events += stream.events
+            summary.events += check.events
         return
-    yield from early
-    # documents: NDJSON (one per line) or one document for the whole file
-    docs = _documents(first, itertools.chain(peeked, lines), one_line, name, opts,
-                      doc if one_line else None)
-    if fmt in ("transcript", *TELEMETRY_FORMATS):
-        head = next(docs, None)
-        if head is None:
-            return
-        docs = _chain(head, docs)  # type: ignore[arg-type]
-        if fmt == "transcript" and isinstance(head, _Doc):
-            fmt = _telemetry_kind(head.value) or fmt
-        if fmt in TELEMETRY_FORMATS:
-            yield from _check_telemetry(docs, name, fmt, opts, spec, summary)  # type: ignore[arg-type]
-            return
-    if fmt == "trace":
+    for n, _, err in head.early:
+        yield _record.input_error(name, n, err or "unreadable line")
+    docs = documents(first, itertools.chain(head.peeked, head.lines), head.one_line, name, opts,  # 2. read
+                     head.doc if head.one_line or head.whole else None, whole=head.whole)
+    if head.format in TELEMETRY_FORMATS:
+        yield from _check_telemetry(docs, name, head.format, spec, summary)
+    elif head.format == "trace":
         yield from _check_traces(docs, name, spec, summary)
-        return
-    yield from _check_transcripts(docs, name, None if fmt == "transcript" else fmt, opts, spec, summary)
+    else:
+        yield from _check_conversations(docs, name, None if head.format == "transcript" else head.format, opts, spec,
+                                        summary)
 
 
 class _Prepend(io.RawIOBase):
@@ -250,301 +207,250 @@ class _Prepend(io.RawIOBase):
         return False
 
 
-def _kind_of(doc: Json) -> str:
-    if isinstance(doc, dict):
-        typ = doc.get("type")
-        if isinstance(typ, str) and typ in EVENT_TYPES and "run" in doc:
-            return "ledger"
-        if doc.get("format") == TRACE_FORMAT:
-            return "trace"
-        return _telemetry_kind(doc) or "transcript"
-    return "transcript"
+# --------------------------------------------------------------------------------------------
+# Documents: traces, conversations, telemetry
+# --------------------------------------------------------------------------------------------
 
 
-def _telemetry_kind(doc: Json) -> str | None:
-    if _telemetry.is_otlp(doc):
-        return "otlp-json"
-    if _telemetry.is_console_span(doc) or (isinstance(doc, list) and doc and _telemetry.is_console_span(doc[0])):
-        return "otel-console"
-    return None
-
-
-@dataclass
-class _Doc:
-    value: Json
-    line: int
-    located: Located | None
-    number: int  # 1-based position among the file's conversations
-
-
-def _documents(first: tuple[int, bytes | None, str | None], lines: Iterator[tuple[int, bytes | None, str | None]],
-               one_line: bool, name: str, opts: Options, first_doc: Json = None) -> Iterator[_Doc | InputError]:
-    limits = opts.limits
-    if one_line:
-        k = 0
-        for n, raw, err in _chain(first, lines):
-            if raw is None:
-                yield InputError(name, n, err or "unreadable line")
-                continue
-            if not raw.strip():
-                continue
-            if n == first[0] and first_doc is not None:
-                value = first_doc
-            else:
-                try:
-                    value = safejson.loads(raw, limits=limits)
-                except safejson.JsonInputError as exc:
-                    yield InputError(name, n, exc.message())
-                    continue
-            k += 1
-            yield from _expand(Located(value, {}, "", n), n, k)
-        return
-    # one document spread over lines
-    buf = bytearray(first[1] or b"")
-    for n, raw, err in lines:
-        if raw is None:
-            yield InputError(name, n, f"{err} (in a document that spans the file)")
-            return
-        buf += raw
-        if len(buf) > limits.max_bytes:
-            yield InputError(name, first[0], f"a single JSON document larger than {limits.max_bytes} bytes (the limit; "
-                                             f"--max-line-bytes raises it){_NDJSON_HINT}")
-            return
-    data = bytes(buf)
-    del buf
-    start = first[0]
-    try:
-        value = safejson.loads(data, limits=limits)
-    except safejson.JsonInputError as exc:
-        if exc.reason.startswith("not JSON: Extra data"):  # JSON values one after another (console exporter)
-            yield from _concatenated(data.decode("utf-8"), start, name)
-            return
-        line = exc.line + start - 1 if exc.line is not None else None
-        yield InputError(name, line, exc.message())
-        return
-    loc = loads_located(data.decode("utf-8"), start, value)
-    del data
-    yield from _expand(loc, start, 1)
-
-
-def _concatenated(text: str, start: int, name: str) -> Iterator[_Doc | InputError]:
-    k = 0
-    try:
-        for line, value in _telemetry.iter_concatenated(text, start):
-            if isinstance(value, ValueError):
-                yield InputError(name, line, f"not JSON: {_reason(value)}")
-                return
-            k += 1
-            yield _Doc(value, line, None, k)
-    except RecursionError:
-        yield InputError(name, None, "not JSON: nested too deeply")
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, safejson.JsonInputError):
-        return exc.message().removeprefix("not JSON: ")
-    msg = getattr(exc, "msg", None) or str(exc)
-    return str(msg).splitlines()[0] if msg else type(exc).__name__
-
-
-def _expand(loc: Located, line: int, k: int) -> Iterator[_Doc]:
-    doc = loc.doc
-    if isinstance(doc, list) and doc and not is_conversation(doc) and all(is_conversation(d) or (
-            isinstance(d, dict) and d.get("format") == TRACE_FORMAT) for d in doc):
-        for j, d in enumerate(doc):
-            yield _Doc(d, loc.line(d) if isinstance(d, dict) else line, loc, k + j)
-        return
-    yield _Doc(doc, line, loc, k)
-
-
-def _check_traces(docs: Iterator[_Doc | InputError], name: str, spec: Spec,
+def _check_traces(docs: Iterator[Doc | InputError], name: str, spec: Spec,
                   summary: Summary) -> Iterator[RunRecord | InputError]:
     for d in docs:
         if isinstance(d, InputError):
             yield d
             continue
-        trace = d.value
-        rid = trace.get("id") if isinstance(trace, dict) and isinstance(trace.get("id"), str) else f"trace-{d.number}"
-        n_events = len(trace.get("events", [])) if isinstance(trace, dict) and isinstance(trace.get("events"), list) \
-            else 0
-        summary.events += n_events
-        try:
-            verdict = judge(trace, spec=spec)
-        except TraceError as exc:
-            yield RunRecord(name, rid, "trace", "unreadable", n_events, (d.line, d.line),
-                            error=f"{exc.where}: {exc.message}", error_line=d.line)
+        summary.events += trace_events(d.value)
+        yield _record.record(name, judge_trace(d.value, d.number, d.line, spec))  # 4. judge, 5. record
+
+
+def _check_conversations(docs: Iterator[Doc | InputError], name: str, fmt: str | None, opts: Options, spec: Spec,
+                         summary: Summary) -> Iterator[RunRecord | InputError]:
+    """Transcripts and histories: each conversation read is one run (there is nothing to group)."""
+    t = tables_for(spec)
+    for c in conversations(docs, name, fmt):  # 2. read
+        if isinstance(c, InputError):
+            yield c
             continue
-        v = verdict.violation
-        rec = RunRecord(name, rid, "trace", "conforms" if v is None else "violates", n_events, (d.line, d.line),
-                        dict(verdict.expected), {}, v)
-        if v is not None:
-            rec.at = {"event": None, "seq": None, "line": d.line, "observedTransition": None}
-        yield rec
-
-
-def _check_transcripts(docs: Iterator[_Doc | InputError], name: str, fmt: str | None, opts: Options, spec: Spec,
-                       summary: Summary) -> Iterator[RunRecord | InputError]:
-    rules = tables_for(spec).rules
-    all_rules = tables_for(spec).rule_ids
-    base = os.path.basename(name) if name != "-" else "stdin"
-    file_fmt: str | None = None  # the format of the file's first conversation that shows one
-    pending: list[_Doc] = []  # conversations seen before the format showed (all need the same importer)
-
-    def cid_of(d: _Doc) -> str:
-        doc = d.value
-        return doc["id"] if isinstance(doc, dict) and isinstance(doc.get("id"), str) else f"{base}#{d.number}"
-
-    def one(d: _Doc, f: str) -> RunRecord:
-        doc = d.value
-        cid = cid_of(d)
-        body = conversation_body(doc)
-        if body is None:
-            return RunRecord(name, cid, f, "unreadable", 0, (d.line, d.line),
-                             error=f"not a conversation: expected an object with \"messages\" (or OpenAI Responses "
-                                   f"\"input\"/\"output\" items), or a list of messages (read as {LABELS[f]})",
-                             error_line=d.line)
-        key, entries = body
-        where = key or "$"
-        loc = d.located
-        line_of = (lambda o: loc.line(o)) if loc is not None else (lambda o: d.line)
-        summary.events += len(entries)
-        try:
-            items = _IMPORTERS[f](entries, where, line_of)
-        except TranscriptError as exc:
-            return RunRecord(name, cid, f, "unreadable", len(entries), (d.line, d.line),
-                             error=f"{exc.where}: {exc.message}", error_line=exc.line or d.line)
-        last = max([d.line] + [it.line for it in items])
-        tv = check_items(f, cid, items, len(entries), rules, allow_incomplete=opts.allow_incomplete)
-        w = _WITNESSED[f]
-        checks = {"verified": [r for r, how in w.items() if how == "verified"],
-                  "assumed": [r for r, how in w.items() if how == "assumed"],
-                  "notWitnessed": [r for r in all_rules if r not in w and r != "R0"]}
-        summ = {"calls": tv.calls, "results": tv.results}
-        if tv.violation is None:
-            return RunRecord(name, cid, f, "conforms", tv.events, (d.line, last), summ, checks)
-        return RunRecord(name, cid, f, "violates", tv.events, (d.line, last), summ, checks, tv.violation,
-                         {"event": tv.item_pos, "path": tv.path, "line": tv.line},
-                         {"events": tv.item_pos, "steps": tv.steps})
-
-    def refused(d: _Doc, f: str, why: str) -> RunRecord:
-        body = conversation_body(d.value)
-        n = len(body[1]) if body is not None else 0
-        summary.events += n
-        return RunRecord(name, cid_of(d), f, "unreadable", n, (d.line, d.line), error=why, error_line=d.line)
-
-    for d in docs:
-        if isinstance(d, InputError):
-            yield d
+        summary.events += c.entries
+        if c.items is None:
+            yield _record.unreadable(name, c.id, c.entries, (c.line, c.line), c.error or "", c.error_line, c.format)
             continue
-        shown = formats_shown(d.value)
-        if fmt is not None:  # --input-format: every conversation is read in that format
-            other = [(f, w) for f, w in shown.items() if f != fmt] if fmt in LABELS else []
-            if other:
-                f2, w2 = other[0]
-                yield refused(d, fmt, f"{w2} is {LABELS[f2]}, but --input-format is {fmt} ({LABELS[fmt]})")
-            else:
-                yield one(d, fmt)
+        j = judge_conversation(c, t.rules, t.rule_ids, allow_incomplete=opts.allow_incomplete)  # 4. judge
+        yield _record.record(name, j)  # 5. record
+
+
+def _check_telemetry(docs: Iterator[Doc | InputError], name: str, fmt: str, spec: Spec,
+                     summary: Summary) -> Iterator[RunRecord | InputError]:
+    """Read every span of the file (a trace's spans may be anywhere in it), group them into runs and judge
+    each run's conversation and executions."""
+    spans = []
+    for s in read_spans(docs, name, fmt):  # 2. read
+        if isinstance(s, InputError):
+            yield s
+        else:
+            spans.append(s)
+    if len(spans) > MAX_SPANS:
+        return
+    summary.events += len(spans)
+    t = tables_for(spec)
+    for r in group_telemetry.runs(spans):  # 3. group
+        if r.items is None:
+            yield _record.unreadable(name, r.id, r.spans, r.lines, r.error or "", r.error_line, fmt)
             continue
-        f = _histories.detect_format(d.value)
-        if f is None and len(shown) > 1:
-            (f1, w1), (f2, w2) = list(shown.items())[:2]
-            yield refused(d, f1, f"mixes {LABELS[f1]} ({w1}) and {LABELS[f2]} ({w2}) messages: a conversation is "
-                                 "in one format")
-            continue
-        f = f or next(iter(shown), None) or file_fmt or detect_format(d.value)
-        if f is None:
-            pending.append(d)  # no tool use and nothing else decisive: read as the file's other conversations
-            continue
-        if file_fmt is None:
-            file_fmt = f
-            for p in pending:
-                yield one(p, f)
-            pending.clear()
-        yield one(d, f)
-    for p in pending:  # no conversation showed its format: none uses tools, so any importer agrees
-        yield one(p, "openai-chat")
+        yield _record.record(name, judge_run(r, fmt, t))  # 4. judge, 5. record
 
 
 def assumption_notes(input_kind: str) -> dict[str, str]:
-    from ._records import LEDGER_ASSUMPTIONS
-
     if input_kind == "ledger":
         return dict(LEDGER_ASSUMPTIONS)
-    if input_kind in _WITNESSED:
-        return {r: ASSUMPTION for r, how in _WITNESSED[input_kind].items() if how == "assumed"}
+    if input_kind in WITNESSED:
+        return {r: ASSUMPTION for r, how in WITNESSED[input_kind].items() if how == "assumed"}
     if input_kind in TELEMETRY_FORMATS:
         return {r: ASSUMPTION for r in ("R6", "R7")}
     return {}
 
 
-def _check_telemetry(docs: Iterator[_Doc | InputError], name: str, fmt: str, opts: Options, spec: Spec,
-                     summary: Summary) -> Iterator[RunRecord | InputError]:
-    """Read every span of the file (a trace's spans may be anywhere in it), group them into runs and check
-    each run's conversation and executions."""
-    spans: list[_telemetry.Span] = []
-    for d in docs:
-        if isinstance(d, InputError):
-            yield d
-            continue
-        values = d.value if fmt == "otel-console" and isinstance(d.value, list) else [d.value]
-        for v in values:
-            line = d.located.line(v) if d.located is not None and isinstance(v, dict) else d.line
-            try:
-                if fmt == "otlp-json":
-                    spans += _telemetry.otlp_spans(v, "", line, len(spans))
-                else:
-                    where = "$" if v is d.value else f"$[{values.index(v)}]"
-                    spans.append(_telemetry.console_span(v, where, line, len(spans)))
-            except TranscriptError as exc:
-                yield InputError(name, exc.line or line, f"{exc.where}: {exc.message}")
-        if len(spans) > MAX_SPANS:
-            yield InputError(name, d.line, f"more than {MAX_SPANS} spans in one file: split it by trace")
-            return
-    summary.events += len(spans)
-    t = tables_for(spec)
-    for run in _telemetry.group_runs(spans):
-        lines = (min(s.line for s in run.spans), max(s.line for s in run.spans))
-        agent = _telemetry._attr(run.agent, "agent.name") if run.agent is not None else None
+# --------------------------------------------------------------------------------------------
+# Ledgers
+# --------------------------------------------------------------------------------------------
+
+
+class LedgerCheck:
+    """Checks the runs of one ledger file as its events are read, and yields a record as each run ends.
+
+    ``run`` reads the file; ``close`` ends the runs left open (``run`` calls it at the end of the file,
+    except on one process's share of a file split with ``--jobs``, whose caller closes once it knows every
+    process's ``lost_line``). ``line``: the line the latest item was yielded at; ``misrouted_at``: the first
+    line whose scanned run id was not the one the parser read (``--jobs``: reading stops there)."""
+
+    def __init__(self, spec: Spec, file: str, options: Options = DEFAULT_OPTIONS) -> None:
+        self.t = tables_for(spec)
+        self.file = file
+        self.opts = options
+        self.runs = group_ledger.LedgerRuns()
+        self.events = 0
+        self.misrouted_at = 0
+        self.at_eof = False
+        self.line = 0
+
+    @property
+    def lost_line(self) -> int:
+        """The last line that could not be read and could not be given to a run."""
+        return self.runs.lost_line
+
+    @lost_line.setter
+    def lost_line(self, value: int) -> None:
+        self.runs.lost_line = value
+
+    def run(self, fh: IO[bytes], first_line: int = 1, split: tuple[int, int] | None = None,
+            lines: Iterator[tuple[int, bytes]] | None = None) -> Iterator[RunRecord | InputError]:
+        """Check every event read from ``fh`` (numbering lines from ``first_line``), then close the runs left
+        open. The loop is the hot path: per event, the reader's readline and parse, one dict lookup for the
+        run, and the run's ``feed``. ``split`` and ``lines``: see :class:`~._read.lines.LedgerReader`."""
+        t = self.t
+        file = self.file
+        types = EVENT_TYPES
+        open_runs = self.runs.open
+        validate = self.opts.validate
+        me, ways = split if split is not None else (0, 0)
+        events = 0
+        it = iter(LedgerReader(fh, self.opts, first_line, split, lines))  # 2. read
         try:
-            ri = _telemetry.run_items(run)
-        except TranscriptError as exc:
-            yield RunRecord(name, run.id, fmt, "unreadable", len(run.spans), lines,
-                            error=f"{exc.where}: {exc.message}", error_line=exc.line or lines[0])
-            continue
-        tools = ri.tools if ri.tools is not None else (ri.schemas or None)
-        tv = check_items(fmt, run.id, ri.items, len(run.spans), t.rules, allow_incomplete=True, tools=tools,
-                         allow_list=ri.tools is not None)
-        checks = _telemetry.run_checks(ri.recorded, ri.tools, ri.schemas, t.rule_ids)
-        summ: dict[str, Json] = {"calls": tv.calls, "results": tv.results, "executions": tv.executions}
-        if isinstance(agent, str):
-            summ["agent"] = agent
-        summ["recorded"] = ri.recorded
-        if ri.notes:
-            summ["notes"] = ri.notes
-        if tv.violation is None:
-            yield RunRecord(name, run.id, fmt, "conforms", len(run.spans), lines, summ, checks)
-            continue
-        yield RunRecord(name, run.id, fmt, "violates", len(run.spans), lines, summ, checks, tv.violation,
-                        {"event": tv.item_pos, "path": tv.path, "line": tv.line}, {"events": tv.item_pos,
-                                                                                   "steps": tv.steps})
+            for n, ev, raw in it:
+                if ev.__class__ is not dict:
+                    self.line = n
+                    yield from self._lost(n, ev)
+                    continue
+                events += 1
+                run = ev.get("run")
+                chk = open_runs.get(run) if run.__class__ is str else None  # 3. group
+                if chk is None:
+                    if ways and run.__class__ is str and run_owner(run, ways) != me:
+                        self.misrouted_at = n  # the scan read another run id than the parser did
+                        return
+                    self.line = n
+                    yield from self._not_open(ev, n, run, raw)
+                    continue
+                typ = ev.get("type")
+                if typ.__class__ is not str or typ not in types:
+                    self.line = n
+                    yield self._unreadable(chk, n, unknown_type(ev))
+                    continue
+                if validate:
+                    msg = ledger_problem(ev)
+                    if msg is not None:
+                        self.line = n
+                        yield self._unreadable(chk, n, msg)
+                        continue
+                if typ == "run_resumed":  # section 6 (R46): another process continues the run after a crash
+                    self.line = n
+                    yield from self._resumed(chk, ev, n, raw)
+                    continue
+                try:
+                    chk.feed(ev, n)  # 4. judge
+                except Divergence as d:
+                    self.line = n
+                    yield self._violation(chk, d, n)
+                except RunInputError as e:
+                    self.line = n
+                    yield self._unreadable(chk, e.line or n, e.message)
+                except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+                    self.line = n
+                    yield self._unreadable(chk, n, bad_event(ev, exc))
+                else:
+                    if chk.terminal:
+                        self.line = n
+                        self.runs.ended(chk.run_id, verdicts.finished(chk))
+                        yield _record.record(file, verdicts.conforming(t, chk))  # 5. record
+        finally:
+            it.close()
+            self.events += events
+        self.at_eof = True
+        if not ways:
+            yield from self.close()
 
-
-def read_text_input(data: bytes, name: str = "<memory>", **kw: Any) -> FileResult:
-    """Check in-memory bytes (tests, notebooks)."""
-    res = FileResult()
-    spec = kw.pop("spec", None) or default_spec()
-    opts = kw.pop("options", Options())
-    fmt = kw.pop("input_format", "auto")
-    res.summary.files += 1
-    for item in _check_open(io.BytesIO(data), name, fmt, opts, spec, res.summary):
-        if isinstance(item, InputError):
-            res.summary.input_errors += 1
-            res.add_error(item)
+    def _lost(self, n: int, lost: LostLine) -> Iterator[RunRecord | InputError]:
+        """Line ``n`` cannot be read: it ends the run it belongs to (told from its head) as unreadable, or,
+        when no open run can be named, is an input error of the file."""
+        run = guess_run(lost.head) if lost.head else None
+        what, chk = self.runs.lost(n, run)
+        if what == group_ledger.UNREADABLE:
+            yield self._unreadable(chk, n, lost.message)
+        elif what == group_ledger.START:  # the first line of a run: the run is unreadable
+            assert run is not None
+            yield _record.unreadable(self.file, run, 1, (n, n), lost.message, n)
         else:
-            res.summary.add(item)
-            res.records.append(item)
-    return res
+            yield _record.input_error(self.file, n, lost.message + (f" (an event of run {run!r}?)" if run else ""))
 
+    def _not_open(self, ev: dict[str, Json], n: int, run: Json, raw: bytes) -> Iterator[RunRecord | InputError]:
+        what, arg = self.runs.not_open(ev, run)
+        if what == group_ledger.ERROR:
+            yield _record.input_error(self.file, n, arg if arg is not None else unknown_type(ev))
+        elif what == group_ledger.UNREADABLE:
+            yield _record.unreadable(self.file, run, 1, (n, n), arg, n)
+        elif what == group_ledger.AFTER:
+            d = verdicts.after_end(arg, ev, n)  # 4. judge the event against the run's end
+            if d is not None:
+                arg.conformed = False
+                yield _record.record(self.file, verdicts.amendment(self.t, run, d, ev, n, arg))
+        elif what == group_ledger.START:
+            yield from self._start(ev, n, run, raw)
 
-def paths_exist(paths: list[str]) -> list[str]:
-    return [p for p in paths if p != "-" and not Path(p).exists()]
+    def _start(self, ev: dict[str, Json], n: int, run: str, raw: bytes) -> Iterator[RunRecord]:
+        if self.opts.validate:
+            msg = ledger_problem(ev)
+            if msg is not None:
+                self.runs.given_up(run)
+                yield _record.unreadable(self.file, run, 1, (n, n), msg, n)
+                return
+        try:
+            self.runs.opened(run, verdicts.start(self.t, run, ev, n, raw))
+        except Divergence as d:
+            self.runs.given_up(run)
+            yield _record.unreadable(self.file, run, 1, (n, n), d.then, n)
+        except RunInputError as e:
+            self.runs.given_up(run)
+            yield _record.unreadable(self.file, run, 1, (n, n), e.message, e.line or n)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            self.runs.given_up(run)
+            yield _record.unreadable(self.file, run, 1, (n, n), bad_event(ev, exc), n)
+
+    def _resumed(self, old: RunChecker, ev: dict[str, Json], n: int, raw: bytes) -> Iterator[RunRecord]:
+        """``run_resumed`` for an open run: its process crashed, another goes on (checked across the restart)."""
+        try:
+            new = verdicts.resume(old, ev, n, raw)
+        except RunInputError as e:
+            yield self._unreadable(old, e.line or n, e.message)
+            return
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            yield self._unreadable(old, n, bad_event(ev, exc))
+            return
+        self.runs.opened(old.run_id, new)
+        try:
+            verdicts.restart(new, ev, n)
+        except Divergence as d:
+            yield self._violation(new, d, n)
+        except RunInputError as e:
+            yield self._unreadable(new, e.line or n, e.message)
+
+    def _violation(self, chk: RunChecker, d: Divergence, n: int) -> RunRecord:
+        self.runs.given_up(chk.run_id)
+        return _record.record(self.file, verdicts.violating(self.t, chk, d, line=n))
+
+    def _unreadable(self, chk: RunChecker, line: int, message: str) -> RunRecord:
+        self.runs.given_up(chk.run_id)
+        return _record.unreadable(self.file, chk.run_id, chk.events, (chk.first_line, line), message, line)
+
+    def close(self) -> Iterator[RunRecord]:
+        """The runs left open at the end of the file: each violates R21 (no terminal event), unless
+        ``--allow-incomplete``, or unless a line that could not be read came after its last event."""
+        lost = self.runs.lost_line
+        for chk in self.runs.left_open():
+            if self.opts.allow_incomplete:
+                yield _record.record(self.file, verdicts.conforming(self.t, chk, incomplete=True))
+            elif lost > chk.last_line:
+                yield _record.unreadable(
+                    self.file, chk.run_id, chk.events, (chk.first_line, lost),
+                    f"run {chk.run_id!r} has no terminal event, but line {lost} could not be read and may "
+                    "have held it: the run cannot be judged", lost)
+            else:
+                yield _record.record(self.file, verdicts.at_eof(self.t, chk))

@@ -1,8 +1,10 @@
-"""What the ledger checker and its explanations share: the exceptions that end a run's check, what is kept
-of a finished run, and the view of a :class:`~loopspec.oracle._ledger.RunChecker` the explanations read.
+"""What the ledger checker, its explanations and the grouping of runs share: the exceptions that end a run's
+check, what is kept of a finished run, and the view of a :class:`~loopspec.oracle._judge.ledger.RunChecker`
+the explanations read.
 
-It sits below both: ``_ledger`` (the checker) imports the explanations (``_classify``, ``_writes``), and they
-import only this module, never the checker.
+Shared data, below the stages: ``_judge.ledger`` (the checker) imports the explanations (``_judge.classify``,
+``_judge.writes``), and they import only this module, never the checker; the group stage keeps the notes
+of finished runs.
 """
 
 from __future__ import annotations
@@ -120,8 +122,8 @@ def _has_bool(values: tuple[Any, ...]) -> bool:
 
 
 class CheckerView(Protocol):
-    """The state of a run's check that an explanation reads (a :class:`~loopspec.oracle._ledger.RunChecker`
-    is one). Explanations never change it, except :class:`~loopspec.oracle._writes.WriteTracker`, which
+    """The state of a run's check that an explanation reads (a :class:`~loopspec.oracle._judge.ledger.RunChecker`
+    is one). Explanations never change it, except :class:`~loopspec.oracle._judge.writes.WriteTracker`, which
     keeps its own state."""
 
     t: Tables

@@ -1,10 +1,13 @@
-"""Verdict records: one per run (data first), plus input errors and the summary.
+"""What a check reports: one record per run (data first), plus input errors and the summary; and
+:class:`Judged`, the verdict the judge stage hands to the record stage.
 
 A violating run's record carries the judge's :class:`~loopspec.judge.verdict.Violation` (rule, kind,
 invariant, the invariants the observed behaviour breaks, the rules' "Checked by" invariants, the
 request index, the spec transition, expected vs observed, the "Let … Then …" explanation), where it
 happened (event index within the run, seq, file line), the longest conforming prefix, and the path
 on the spec machine with the failed step (``spec/schema/transition-path.schema.json``).
+
+Shared data, below the stages: it imports nothing of the oracle.
 """
 
 from __future__ import annotations
@@ -14,11 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..judge.batch import pick_invariant
 from ..judge.verdict import Verdict, Violation
-from ..support.text import compact
-from ._ledger import Divergence, RunChecker
-from ._tables import Tables
 
 Json = Any
 
@@ -46,6 +45,26 @@ LEDGER_NOT_WITNESSED: Final[Mapping[str, str]] = {
     "R25": "outputs are recorded as digests of the projected value: whether undeclared fields were projected away "
            "cannot be seen",
 }
+
+
+@dataclass(slots=True)
+class Judged:
+    """A run's verdict as the judge stage gives it: everything its record says but the file it is in."""
+
+    run: str
+    input: str
+    verdict: str  # "conforms" | "violates" | "unreadable"
+    events: int
+    lines: tuple[int, int]
+    summary: Mapping[str, Json] = field(default_factory=dict)
+    checks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    violation: Violation | None = None
+    at: Mapping[str, Json] | None = None
+    prefix: Mapping[str, Json] | None = None
+    error: str | None = None
+    error_line: int | None = None
+    trace: Mapping[str, Json] | None = None  # the path on the spec machine (the record adds its source)
+    amends: bool = False
 
 
 @dataclass
@@ -183,87 +202,3 @@ class Summary:
 def _rule_key(item: tuple[str, int]) -> tuple[int, str]:
     r = item[0]
     return (int(r[1:]) if r[1:].isdigit() else 999, r)
-
-
-# --------------------------------------------------------------------------------------------
-# Ledger records
-# --------------------------------------------------------------------------------------------
-
-
-_CHECKS: dict[tuple[int, tuple[str, ...]], dict[str, list[str]]] = {}
-
-
-def ledger_checks(t: Tables, chk: RunChecker) -> dict[str, list[str]]:
-    """The run's checks (computed once per set of assumed rules: runs share the lists, which nothing
-    mutates)."""
-    assumed = tuple(chk.checks.assumed())
-    writes = chk.writes is not None
-    key = (id(t), assumed, writes)
-    hit = _CHECKS.get(key)
-    if hit is None:
-        not_w = list(LEDGER_NOT_WITNESSED)
-        skip = set(assumed) | set(not_w) | {"R0"}
-        verified = [r for r in t.rule_ids if r not in skip]
-        if writes:  # section 6, from the run's write events across its restarts (oracle/_writes.py)
-            verified += [r for r in WRITE_RULES_VERIFIED if r not in skip]
-        hit = {"verified": verified, "assumed": list(assumed), "notWitnessed": not_w}
-        if len(_CHECKS) > 64:
-            _CHECKS.clear()
-        _CHECKS[key] = hit
-    return hit
-
-
-def conforming_record(t: Tables, chk: RunChecker, file: str) -> RunRecord:
-    return RunRecord(file, chk.run_id, "ledger", "conforms", chk.events, (chk.first_line, chk.last_line),
-                     chk.summary(), ledger_checks(t, chk))
-
-
-def unreadable_record(file: str, run: str, events: int, lines: tuple[int, int], message: str, line: int | None,
-                      input_kind: str = "ledger") -> RunRecord:
-    return RunRecord(file, run, input_kind, "unreadable", events, lines, error=message, error_line=line)
-
-
-def violation_record(t: Tables, chk: RunChecker, d: Divergence, file: str, *, amends: bool = False) -> RunRecord:
-    from ._explain import explanation
-
-    steps = chk.step_records()
-    if not d.at_step and steps:
-        failed_step = steps[-1]
-        prefix = steps[:-1]
-        path = [s.tid for s in prefix] + [failed_step.tid]
-        failed: int | None = len(prefix)
-    else:
-        prefix = steps
-        path = [s.tid for s in prefix]
-        failed = None
-        if d.expected_tid is not None:
-            path.append(d.expected_tid)
-            failed = len(prefix)
-    omitted = (chk.step - len(steps)) if chk.step > len(steps) else 0
-    event_index = chk.events - 1 if d.event is not None else chk.events
-    last_ok_line = prefix[-1].line if prefix else chk.first_line
-    rules = t.rules
-    violated = d.invariants
-    invariant = pick_invariant(t.spec, d.rule, violated)
-    if invariant is None and d.invariant_hint in rules.get(d.rule, ()):
-        invariant = d.invariant_hint
-    v = Violation(rule=d.rule, kind=d.kind, index=d.index, expected=d.expected, observed=d.observed,
-                  explanation=explanation(t, chk, d, prefix, omitted), invariant=invariant, invariants=violated,
-                  transition=d.expected_tid, checked_by=rules.get(d.rule, ()))
-    at = {"event": event_index, "seq": d.event.get("seq") if d.event is not None else None, "line": d.line,
-          "observedTransition": d.observed_tid}
-    pre = {"events": event_index, "steps": omitted + len(prefix), "lastLine": last_ok_line,
-           "path": [s.tid for s in prefix], "start": chk.window_start, "omitted": omitted}
-    trace: dict[str, Json] = {"path": path, "failed": failed,
-                              "label": f"run {chk.run_id}: {d.rule} {d.kind}", "source": f"loopspec check {file}"}
-    if chk.window_start != t.spec.initial.id or omitted:
-        trace["start"] = chk.window_start
-    return RunRecord(file, chk.run_id, "ledger", "violates", chk.events, (chk.first_line, chk.last_line),
-                     chk.summary(), ledger_checks(t, chk), v, at, pre, trace=trace, amends=amends)
-
-
-def describe_value(v: Json, n: int = 40) -> str:
-    try:
-        return compact(v, n)
-    except (TypeError, ValueError):
-        return repr(v)[:n]

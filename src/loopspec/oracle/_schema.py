@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spec.base import default_spec_path
+from ._tables import EVENT_TYPES
 
 Json = Any
 
@@ -107,6 +108,23 @@ def ledger_problem(ev: Json) -> str | None:
     if typ not in schemas:
         return f"unknown event type {_short(typ)}"
     return problem(ev, schemas[typ], str(typ))
+
+
+def unknown_type(ev: Mapping[str, Json]) -> str:
+    """Why an event whose ``type`` is not a ledger v1 event type cannot be read."""
+    typ = ev.get("type")
+    if typ is None:
+        return 'the event has no "type"'
+    return f"unknown event type {typ!r} (ledger v1 knows: {', '.join(sorted(EVENT_TYPES))})"
+
+
+def bad_event(ev: Mapping[str, Json], exc: BaseException) -> str:
+    """Why an event the checker could not use cannot be read: the field the schema says is wrong, else the
+    error it raised."""
+    msg = ledger_problem(ev)
+    if msg is not None:
+        return msg
+    return f"{ev.get('type')} event could not be read ({type(exc).__name__}: {exc})"
 
 
 def _short(v: Json, n: int = 40) -> str:

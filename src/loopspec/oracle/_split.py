@@ -34,8 +34,11 @@ from zlib import crc32
 from ..judge.verdict import default_spec
 from ..spec.loader import Spec
 from . import _json
+from ._check import LedgerCheck
+from ._detect import kind_of
+from ._options import DEFAULT_OPTIONS, Options
+from ._read.lines import _FAST_PREFIX, read_lines, route_key
 from ._records import InputError, RunRecord, Summary
-from ._stream import _FAST_PREFIX, DEFAULT_OPTIONS, LedgerStream, Options, read_lines, route_key
 
 Json = Any
 
@@ -155,9 +158,9 @@ def owned_lines(fh: Any, me: int, ways: int, limit: int, tell: Callable[[int], N
 
 
 def _worker(path: str, me: int, ways: int, opts: Options, spec: Spec | None, conn: Any, read: Any = None) -> None:
-    stream: LedgerStream | None = None
+    stream: LedgerCheck | None = None
     try:
-        stream = LedgerStream(spec or default_spec(), path, opts)
+        stream = LedgerCheck(spec or default_spec(), path, opts)
         batch: list[tuple[_Key, RunRecord | InputError]] = []
         k = 0
         with open(path, "rb") as fh:
@@ -235,8 +238,6 @@ def _position(fh: Any) -> int:
 def is_ledger(path: str, opts: Options = DEFAULT_OPTIONS) -> bool:
     """Would ``--input-format auto`` read this file as a ledger? (its first non-blank line is a ledger
     event; when that line is not JSON on its own, one of the next few lines is.)"""
-    from ._check import _kind_of
-
     try:
         with open(path, "rb") as fh:
             seen = 0
@@ -245,7 +246,7 @@ def is_ledger(path: str, opts: Options = DEFAULT_OPTIONS) -> bool:
                     continue
                 seen += 1
                 try:
-                    kind = _kind_of(_json.loads(raw)) if raw is not None else ""
+                    kind = kind_of(_json.loads(raw)) if raw is not None else ""
                 except _json.JsonError:
                     kind = ""
                 if kind == "ledger":
@@ -321,7 +322,7 @@ def check_split(path: str, jobs: int, *, options: Options = DEFAULT_OPTIONS, spe
     if info is not None:
         info["fallback"] = why
     # one process from line `resume` on (the items before it were yielded already, and are the same)
-    stream = LedgerStream(spec or default_spec(), path, options)
+    stream = LedgerCheck(spec or default_spec(), path, options)
     with open(path, "rb") as fh:
         if on_read is not None:
             on_read(lambda: _position(fh))

@@ -29,7 +29,7 @@ class CorpusResult:
 def _check_shard(path: str, input_format: str, max_line: int, allow_incomplete: bool) -> tuple[Summary, list[RunRecord],
                                                                                                 list[str]]:
     from ._check import check_file
-    from ._stream import Options
+    from ._options import Options
 
     res = check_file(path, input_format=input_format,
                      options=Options(max_line=max_line, allow_incomplete=allow_incomplete))

@@ -58,6 +58,12 @@ class Executor:
     #: the executor runs concurrent steps in process: its tool bodies are coroutines awaiting
     #: ``execute.held.execute(...)`` (:class:`HeldAnswers`), and it announces ``concurrency``
     holds_answers = False
+    #: protocol 1.3: the executor's fixed registry, as MCP's ``tools/list`` gives tools ({name, description,
+    #: inputSchema, annotations}); None: it takes the tools each batch.run / loop.run offers
+    tools: list[dict[str, Json]] | None = None
+    #: protocol 1.3: what it does not support, among ``continue`` (continue mode) and ``error-results`` (error
+    #: answers per call: it rejects a whole batch instead, ``{"rejected": {"code"}, "executed": n}``)
+    unsupported: tuple[str, ...] = ()
 
     def batch_run(self, params: dict[str, Json], execute: ExecuteFn) -> dict[str, Json]:
         raise NotImplementedError
@@ -72,7 +78,12 @@ class Executor:
     # -- the protocol --------------------------------------------------------------------
     def handle(self, method: str, params: Json, call: Callable[[str, Json], Json]) -> Json:
         if method == "initialize":
-            return {"name": self.name, "version": self.version, "capabilities": self.capabilities()}
+            info: dict[str, Json] = {"name": self.name, "version": self.version, "capabilities": self.capabilities()}
+            if self.tools is not None:
+                info["tools"] = self.tools
+            if self.unsupported:
+                info["unsupported"] = list(self.unsupported)
+            return info
         if method == "shutdown":
             return None
         if method == "batch.run":

@@ -14,7 +14,7 @@ import json
 from json import decoder, scanner
 from typing import Any, Final
 
-from ..support import safejson
+from ...support import safejson
 
 Json = Any
 

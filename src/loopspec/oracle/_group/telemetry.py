@@ -1,28 +1,18 @@
-"""OpenTelemetry traces of agent runs: OTLP/JSON files and the OpenTelemetry SDK console exporter's JSON.
-
-Two file shapes, one model:
-
-* **OTLP/JSON** (``otlp-json``): what the OTLP file exporter (``opentelemetry-exporter-otlp-json-file``)
-  and the Collector's file exporter write — one ``ExportTraceServiceRequest`` a line
-  (``{"resourceSpans": [{"resource", "scopeSpans": [{"scope", "spans": [...]}]}]}``), attribute values
-  as ``AnyValue`` (``stringValue``, ``intValue`` as a decimal string, ...), ids as hex, times in
-  nanoseconds (``startTimeUnixNano``, a decimal string);
-* **console** (``otel-console``): what ``ConsoleSpanExporter`` prints — ``ReadableSpan.to_json()``,
-  one indented object per span, one after the other (``context.trace_id`` / ``span_id`` as ``0x``
-  hex, ``parent_id``, ISO 8601 ``start_time``, a plain ``attributes`` object).
+"""Grouping OpenTelemetry spans into runs, and reading each run's conversation from its spans.
 
 Spans are grouped into **runs**: by trace, then by the nearest agent-invocation ancestor
 (``gen_ai.operation.name = invoke_agent``, OpenInference ``AGENT``, pydantic-ai's older ``agent run``),
 and ordered by start time (then parents before children, then file order). A run's model calls
 (``chat`` spans) give the conversation — the results sent back since the previous model call (in the
 request's input messages) and what the model proposed (its output messages) — and its ``execute_tool``
-spans the executions. Attribute names follow the OpenTelemetry GenAI semantic conventions
-(``gen_ai.operation.name``, ``gen_ai.input.messages`` / ``gen_ai.output.messages`` with ``tool_call``
-and ``tool_call_response`` parts, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+spans the executions (:func:`run_items`). Attribute names follow the OpenTelemetry GenAI semantic
+conventions (``gen_ai.operation.name``, ``gen_ai.input.messages`` / ``gen_ai.output.messages`` with
+``tool_call`` and ``tool_call_response`` parts, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
 ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``, ``gen_ai.tool.definitions``), and the
 older or other names instrumentations still emit are read too (see :data:`ATTRIBUTE_NAMES`).
 
-What a run witnesses depends on what was recorded; :func:`run_checks` says it per run.
+The runs go on to the judge (:mod:`loopspec.oracle._judge.conversation`, and
+:mod:`loopspec.oracle._judge.telemetry` for what a run witnesses).
 """
 
 from __future__ import annotations
@@ -30,14 +20,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Final
 
-from ..core import rules as core
-from . import _json
-from ._transcripts import Call, Execution, Item, Result, TranscriptError
+from ...core import rules as core
+from .. import _json
+from .._items import Call, Execution, Item, Result, Span, TelemetryError, TelemetryRun, TranscriptError
 
 Json = Any
+
+
+def _need(cond: bool, where: str, message: str, line: int) -> None:
+    if not cond:
+        raise TelemetryError(where, message, line)
+
 
 #: The attribute names read, current first, then older or other names still emitted (source: the
 #: instrumentations named).
@@ -63,178 +58,6 @@ _OPENINFERENCE_KINDS: Final[Mapping[str, str]] = {"LLM": "chat", "TOOL": "tool",
 _NAME_PREFIXES: Final = (("chat ", "chat"), ("execute_tool ", "tool"), ("running tool", "tool"),
                          ("invoke_agent", "agent"), ("agent run", "agent"))
 
-
-class TelemetryError(TranscriptError):
-    """A span or document that does not have the shape of its format."""
-
-
-@dataclass
-class Span:
-    trace: str
-    span: str
-    parent: str | None
-    name: str
-    start: int  # ns since the epoch
-    end: int
-    attrs: dict[str, Json]
-    error: bool
-    path: str
-    line: int
-    order: int = 0  # position in the file
-    op: str | None = None  # chat | tool | agent | None
-
-
-# --------------------------------------------------------------------------------------------
-# Reading spans
-# --------------------------------------------------------------------------------------------
-
-
-def _need(cond: bool, where: str, message: str, line: int) -> None:
-    if not cond:
-        raise TelemetryError(where, message, line)
-
-
-def any_value(v: Json, where: str, line: int, depth: int = 0) -> Json:
-    """An OTLP ``AnyValue`` as a plain value."""
-    _need(isinstance(v, dict), where, "an attribute value must be an object (AnyValue)", line)
-    _need(depth < 32, where, "attribute values nested too deeply", line)
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "boolValue" in v:
-        return v["boolValue"]
-    if "intValue" in v:
-        iv = v["intValue"]
-        if isinstance(iv, str) and re.fullmatch(r"-?\d{1,20}", iv):
-            return int(iv)
-        _need(isinstance(iv, int) and not isinstance(iv, bool), f"{where}.intValue",
-              "must be an integer (or its decimal string)", line)
-        return iv
-    if "doubleValue" in v:
-        return v["doubleValue"]
-    if "bytesValue" in v:
-        return v["bytesValue"]
-    if "arrayValue" in v:
-        arr = (v["arrayValue"] or {}).get("values", []) if isinstance(v["arrayValue"], dict) else None
-        _need(isinstance(arr, list), f"{where}.arrayValue.values", "must be a list", line)
-        return [any_value(x, f"{where}.arrayValue.values[{k}]", line, depth + 1) for k, x in enumerate(arr)]
-    if "kvlistValue" in v:
-        kv = (v["kvlistValue"] or {}).get("values", []) if isinstance(v["kvlistValue"], dict) else None
-        _need(isinstance(kv, list), f"{where}.kvlistValue.values", "must be a list", line)
-        return _key_values(kv, f"{where}.kvlistValue.values", line, depth + 1)
-    return None  # an empty AnyValue
-
-
-def _key_values(kvs: Json, where: str, line: int, depth: int = 0) -> dict[str, Json]:
-    _need(isinstance(kvs, list), where, "must be a list of {key, value}", line)
-    out: dict[str, Json] = {}
-    for k, kv in enumerate(kvs):
-        _need(isinstance(kv, dict) and isinstance(kv.get("key"), str), f"{where}[{k}]",
-              "an attribute must be {\"key\": string, \"value\": AnyValue}", line)
-        out[kv["key"]] = any_value(kv.get("value", {}), f"{where}[{k}].value", line, depth)
-    return out
-
-
-def _nanos(v: Json, where: str, line: int) -> int:
-    if isinstance(v, str) and re.fullmatch(r"\d{1,20}", v):
-        return int(v)
-    _need(isinstance(v, int) and not isinstance(v, bool) and v >= 0, where,
-          "must be a time in nanoseconds (an integer or its decimal string)", line)
-    return int(v)
-
-
-_HEX = re.compile(r"(0x)?[0-9a-fA-F]{1,64}")
-
-
-def _hex_id(v: Json, where: str, line: int, *, optional: bool = False) -> str | None:
-    if optional and (v is None or v == ""):
-        return None
-    _need(isinstance(v, str) and _HEX.fullmatch(v) is not None, where, "must be a hex id", line)
-    s = v.lower()
-    return s[2:] if s.startswith("0x") else s
-
-
-def otlp_spans(doc: Json, where: str, line: int, order: int = 0) -> list[Span]:
-    """The spans of one ``ExportTraceServiceRequest`` in OTLP/JSON."""
-    _need(isinstance(doc, dict) and isinstance(doc.get("resourceSpans"), list), where,
-          'expected an OTLP/JSON trace request: {"resourceSpans": [...]}', line)
-    out: list[Span] = []
-    for r, rs in enumerate(doc["resourceSpans"]):
-        w = f"{where}resourceSpans[{r}]"
-        _need(isinstance(rs, dict), w, "must be an object", line)
-        scopes = rs.get("scopeSpans", rs.get("instrumentationLibrarySpans", []))  # the latter: OTLP before 0.15
-        _need(isinstance(scopes, list), f"{w}.scopeSpans", "must be a list", line)
-        for s, ss in enumerate(scopes):
-            ws = f"{w}.scopeSpans[{s}]"
-            _need(isinstance(ss, dict) and isinstance(ss.get("spans", []), list), ws,
-                  'must be an object with "spans": [...]', line)
-            for k, sp in enumerate(ss.get("spans", [])):
-                wp = f"{ws}.spans[{k}]"
-                _need(isinstance(sp, dict), wp, "a span must be an object", line)
-                name = sp.get("name", "")
-                _need(isinstance(name, str), f"{wp}.name", "must be a string", line)
-                status = sp.get("status") or {}
-                _need(isinstance(status, dict), f"{wp}.status", "must be an object", line)
-                code = status.get("code")
-                out.append(Span(
-                    trace=_hex_id(sp.get("traceId"), f"{wp}.traceId", line) or "",
-                    span=_hex_id(sp.get("spanId"), f"{wp}.spanId", line) or "",
-                    parent=_hex_id(sp.get("parentSpanId"), f"{wp}.parentSpanId", line, optional=True),
-                    name=name,
-                    start=_nanos(sp.get("startTimeUnixNano", 0), f"{wp}.startTimeUnixNano", line),
-                    end=_nanos(sp.get("endTimeUnixNano", 0), f"{wp}.endTimeUnixNano", line),
-                    attrs=_key_values(sp.get("attributes", []), f"{wp}.attributes", line),
-                    error=code in (2, "STATUS_CODE_ERROR"),
-                    path=wp, line=line, order=order + len(out)))
-    return out
-
-
-def _iso_nanos(v: Json, where: str, line: int) -> int:
-    _need(isinstance(v, str), where, "must be an ISO 8601 time", line)
-    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)?", v)
-    _need(m is not None, where, f"must be an ISO 8601 time, got {v!r:.40}", line)
-    assert m is not None
-    try:
-        base = datetime.fromisoformat(m.group(1) + (m.group(3) or "Z").replace("Z", "+00:00"))
-    except ValueError:
-        raise TelemetryError(where, f"not a valid time: {v!r:.40}", line) from None
-    frac = (m.group(2) or "").ljust(9, "0")
-    return int(base.timestamp()) * 1_000_000_000 + int(frac or 0)
-
-
-def console_span(doc: Json, where: str, line: int, order: int = 0) -> Span:
-    """One span as ``ConsoleSpanExporter`` prints it (``ReadableSpan.to_json()``)."""
-    _need(isinstance(doc, dict), where, "a span must be an object", line)
-    ctx = doc.get("context")
-    _need(isinstance(ctx, dict), f"{where}.context", 'missing (a console span has "context": {trace_id, span_id})',
-          line)
-    name = doc.get("name", "")
-    _need(isinstance(name, str), f"{where}.name", "must be a string", line)
-    attrs = doc.get("attributes") or {}
-    _need(isinstance(attrs, dict), f"{where}.attributes", "must be an object", line)
-    status = doc.get("status") or {}
-    _need(isinstance(status, dict), f"{where}.status", "must be an object", line)
-    return Span(
-        trace=_hex_id(ctx.get("trace_id"), f"{where}.context.trace_id", line) or "",
-        span=_hex_id(ctx.get("span_id"), f"{where}.context.span_id", line) or "",
-        parent=_hex_id(doc.get("parent_id"), f"{where}.parent_id", line, optional=True),
-        name=name,
-        start=_iso_nanos(doc.get("start_time"), f"{where}.start_time", line),
-        end=_iso_nanos(doc.get("end_time") or doc.get("start_time"), f"{where}.end_time", line),
-        attrs=dict(attrs), error=status.get("status_code") == "ERROR", path=where, line=line, order=order)
-
-
-def is_otlp(doc: Json) -> bool:
-    return isinstance(doc, dict) and isinstance(doc.get("resourceSpans"), list)
-
-
-def is_console_span(doc: Json) -> bool:
-    return (isinstance(doc, dict) and isinstance(doc.get("context"), dict) and "trace_id" in doc["context"]
-            and "name" in doc)
-
-
-# --------------------------------------------------------------------------------------------
-# What a span is and what it records
-# --------------------------------------------------------------------------------------------
 
 
 def _attr(s: Span, key: str) -> Json:
@@ -566,7 +389,7 @@ def _call(p: Part, path: str, line: int) -> Call:
 
 
 def run_items(run: Run) -> RunItems:
-    """The conversation and executions of a run as transcript items (see _transcripts.check_items)."""
+    """The conversation and executions of a run as transcript items (see _judge.conversation.check_items)."""
     items: list[Item] = []
     chats = [s for s in run.spans if s.op == "chat"]
     tools_spans = [s for s in run.spans if s.op == "tool"]
@@ -652,69 +475,18 @@ def _proposal_from_history(nxt: list[Message] | None, inp: list[Message] | None)
     return []
 
 
-#: What a telemetry run can witness, by what it records.
-def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | None] | None,
-               schemas: Mapping[str, core.ToolSchema | None], all_rules: Sequence[str]) -> dict[str, list[str]]:
-    verified: list[str] = []
-    assumed: list[str] = []
-    msgs = "messages" in recorded
-    execs = "executions" in recorded
-    if msgs:
-        verified += ["R11", "R28"]
-        if execs:
-            verified += ["R2", "R6", "R7", "R12", "R32"]  # answers in request order whatever the completion order
-        else:
-            assumed += ["R2", "R6", "R7"]
-        if execs and tools is not None:
-            verified.append("R3")
-        known = dict(schemas) if tools is None else dict(tools)
-        if execs and known and all(v is not None for v in known.values()):
-            verified.append("R4")
-    if execs:
-        verified.append("R33")  # executions of one call id never overlap (their spans' times)
-    order = {r: k for k, r in enumerate(all_rules)}
-    verified.sort(key=lambda r: order.get(r, 999))
-    assumed.sort(key=lambda r: order.get(r, 999))
-    return {"verified": verified, "assumed": assumed,
-            "notWitnessed": [r for r in all_rules if r not in verified and r not in assumed and r != "R0"]}
 
 
-def iter_concatenated(text: str, first_line: int = 1) -> Iterator[tuple[int, Json] | tuple[int, ValueError]]:
-    """JSON values written one after the other (the console exporter's output): (line, value) pairs;
-    a value that does not parse ends the iteration with (the line of the error, error). The standard library's scanner
-    only finds where each value ends; the value itself is parsed by the oracle's loader (its limits and
-    messages)."""
-    import json
-
-    dec = json.JSONDecoder(parse_constant=_no_constant)
-    pos, n = 0, len(text)
-    line = first_line
-    ws = re.compile(r"\s*")
-    while True:
-        m = ws.match(text, pos)
-        assert m is not None
-        line += text.count("\n", pos, m.end())
-        pos = m.end()
-        if pos >= n:
-            return
+def runs(spans: Sequence[Span]) -> Iterator[TelemetryRun]:
+    """The file's runs, in the order their first span appears, each with its conversation read from its spans."""
+    for run in group_runs(spans):
+        lines = (min(s.line for s in run.spans), max(s.line for s in run.spans))
+        agent = _attr(run.agent, "agent.name") if run.agent is not None else None
+        agent = agent if isinstance(agent, str) else None
         try:
-            _, end = dec.raw_decode(text, pos)
-        except RecursionError:
-            yield line, ValueError("nested too deeply")
-            return
-        except ValueError as exc:  # where the scanner stopped
-            at = getattr(exc, "lineno", None)
-            yield (first_line + at - 1 if isinstance(at, int) else line), exc
-            return
-        try:
-            value = _json.loads(text[pos:end])
-        except ValueError as exc:
-            yield line, exc
-            return
-        yield line, value
-        line += text.count("\n", pos, end)
-        pos = end
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+            ri = run_items(run)
+        except TranscriptError as exc:
+            yield TelemetryRun(run.id, len(run.spans), lines, agent, None, error=f"{exc.where}: {exc.message}",
+                               error_line=exc.line or lines[0])
+            continue
+        yield TelemetryRun(run.id, len(run.spans), lines, agent, ri.items, ri.tools, ri.schemas, ri.recorded, ri.notes)

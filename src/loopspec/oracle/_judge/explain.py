@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..support.text import compact
-from ._ledger import Divergence, RunChecker, StepRecord
-from ._tables import Tables
+from ...support.text import compact
+from .._divergence import Divergence
+from .._tables import Tables
+from .ledger import RunChecker, StepRecord
 
 #: Guards whose value the ledger reports rather than the oracle recomputing it (see the Checks).
 _ASSUMED_GUARDS = {"arguments_valid": "R4", "authorized": "R24"}

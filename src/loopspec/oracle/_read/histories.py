@@ -16,25 +16,20 @@ Shapes (source: the pinned versions' serializers):
   ``content`` and ``status`` (``success`` | ``error``).
 
 Both record whether a result is an error (pydantic-ai ``outcome`` / ``retry-prompt``, LangChain
-``status``), so R2, R6 and R7 are verified, not assumed.
+``status``), so the judge verifies R2, R6 and R7 from them (:data:`~loopspec.oracle._judge.conversation.WITNESSED`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
-from ..core import rules as core
-from ._transcripts import Call, Item, LineOf, Result, TranscriptError, _parse_args
+from ...core import rules as core
+from .._items import Call, Item, LineOf, Result, TranscriptError
+from .transcripts import _parse_args
 
 Json = Any
 
 FORMATS: Final = ("pydantic-ai", "langchain")
-
-WITNESSED: Final[Mapping[str, Mapping[str, str]]] = {
-    "pydantic-ai": {"R2": "verified", "R6": "verified", "R7": "verified", "R11": "verified", "R28": "verified"},
-    "langchain": {"R2": "verified", "R6": "verified", "R7": "verified", "R11": "verified", "R28": "verified"},
-}
 
 _LC_TYPES: Final = frozenset({"human", "ai", "tool", "system", "chat", "function", "AIMessageChunk",
                               "HumanMessageChunk", "ToolMessageChunk", "SystemMessageChunk"})

@@ -16,10 +16,10 @@ spec machine as the events arrive, one transition (a ledger *step*) at a time:
 4. when they agree, the core's own effect functions update the state and the step's events are
    compared field by field with it (indices, call ids, codes, replayed outputs by digest, ordinals,
    attempts, principal, counters, coverage, ...); when they do not, the divergence is classified
-   (:mod:`._classify`) and the run's verdict is that first violation.
+   (:mod:`.classify`) and the run's verdict is that first violation.
 
 Each event costs O(1) work (plus the proposal's size for ``model_proposed``) and a run keeps O(its
-distinct call ids) memory: lists of the core state are bounded (:mod:`._window`) and only the last
+distinct call ids) memory: lists of the core state are bounded (:mod:`.window`) and only the last
 :data:`STEP_WINDOW` steps are kept for the explanation and the diagram.
 """
 
@@ -31,18 +31,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..core import rules as core
-from ..core.ledger import digest
-from ..core.rules import Answer, Outcome, RunConfig, RunState
-from ..judge.loop import LoopConfig, parse_loop_config
-from ..judge.verdict import TraceError
-from ..spec.loader import Transition
-from . import _classify
-from ._classify import OPENERS as _OPENERS
-from ._divergence import Checks, Divergence, RunInputError, _has_bool
-from ._tables import BINDING_GUARDS, CONCURRENT_EFFECT_EVENTS, EFFECT_EVENTS, Tables, compile_groups
-from ._window import Recent
-from ._writes import WriteTracker
+from ...core import rules as core
+from ...core.ledger import digest
+from ...core.rules import Answer, Outcome, RunConfig, RunState
+from ...judge.loop import LoopConfig, parse_loop_config
+from ...judge.verdict import TraceError
+from ...spec.loader import Transition
+from .._divergence import Checks, Divergence, RunInputError, _has_bool
+from .._tables import BINDING_GUARDS, CONCURRENT_EFFECT_EVENTS, EFFECT_EVENTS, Tables, compile_groups
+from . import classify as _classify
+from .classify import OPENERS as _OPENERS
+from .window import Recent
+from .writes import WriteTracker
 
 Json = Any
 
@@ -672,7 +672,7 @@ class RunChecker:
         reads only ``.s``)."""
         global _ENGINE_COUNTERS
         if _ENGINE_COUNTERS is None:
-            from ..engine.reference import _Run
+            from ...engine.reference import _Run
 
             _ENGINE_COUNTERS = _Run.counters
         return _ENGINE_COUNTERS(self)  # type: ignore[arg-type]
@@ -974,7 +974,7 @@ _ENGINE_COUNTERS: Callable[[Any], dict[str, Json]] | None = None
 
 
 def _short(v: Json, n: int = 40) -> str:
-    from ..support.text import compact
+    from ...support.text import compact
 
     try:
         return compact(v, n)

@@ -2,7 +2,7 @@
 
 The expected transition comes from the spec (the first enabled one of the state's group); the
 observed one from what the ledger's event says. This module turns the pair, or a field that
-disagrees inside an agreed transition, into a :class:`~._ledger.Divergence`: the rule (derived from
+disagrees inside an agreed transition, into a :class:`~loopspec.oracle._divergence.Divergence`: the rule (derived from
 the spec's transitions and codes through the judge's :func:`loopspec.judge.batch.rule_for_code` where a
 code decides), a short machine-readable kind (the judge's vocabulary: ``replay-reexecuted``,
 ``conflict-reused``, ``executed-miscounted``, ...), and the "Then … but …" sentence.
@@ -15,12 +15,12 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from ..core import rules as core
-from ..core.rules import Answer, RunState
-from ..judge.batch import rule_for_code
-from ..spec.loader import Transition
-from ._divergence import CheckerView as RunChecker
-from ._divergence import Divergence, Finished, RunInputError
+from ...core import rules as core
+from ...core.rules import Answer, RunState
+from ...judge.batch import rule_for_code
+from ...spec.loader import Transition
+from .._divergence import CheckerView as RunChecker
+from .._divergence import Divergence, Finished, RunInputError
 
 Json = Any
 
@@ -798,7 +798,7 @@ _COUNTER_RULES: dict[str, tuple[str, str, str | None]] = {
 
 
 def terminal_mismatch(chk: RunChecker, ev: Mapping[str, Json], line: int, key: str, want: Json) -> Divergence:
-    from ..judge.batch import end_rule
+    from ...judge.batch import end_rule
 
     cur = chk.cur
     assert cur is not None

@@ -1,12 +1,9 @@
-"""Transcripts people already have: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages.
+"""Judging a conversation: the items of a transcript, a framework history or a telemetry run, walked in order.
 
-A transcript shows what the model proposed and what the application sent back, but not what ran,
-what the limits were, or the tools' schemas. So only the rules a transcript can *witness* are
-checked (see :data:`WITNESSED`); the verdict lists the others as not witnessed.
-
-Each importer turns one conversation into a flat list of :class:`Item` s — a user turn, a proposal
-(one model response's calls), a final answer (a model response with no call), a tool result — in
-conversation order, and :func:`check_items` walks them:
+A conversation shows what the model proposed and what the application sent back (and, from telemetry,
+what ran), but not the limits or the tools' schemas unless they were recorded. So only the rules it can
+*witness* are checked (:data:`WITNESSED` for transcripts and histories; :mod:`._judge.telemetry` for a
+telemetry run); the verdict lists the others as not witnessed. :func:`check_items` walks the items:
 
 * every call gets exactly one result, and no result comes without its call (R11);
 * results come in the order of the calls (request order), whatever order the executions completed
@@ -15,34 +12,29 @@ conversation order, and :func:`check_items` walks them:
 * a call id reused for *different* content is refused, never answered as a success (R7, R5);
 * a call id reused for the *same* content is a replay: it gets exactly the stored result (R6);
 * after the final answer, no tool call until the user speaks again (R28).
-
-Field shapes follow the providers' documented formats: Chat Completions assistant ``tool_calls``
-(``id``, ``type: function``, ``function.name``, ``function.arguments`` as a JSON *string*) and
-``tool`` messages (``tool_call_id``, ``content``); Responses ``function_call`` items (``call_id``,
-``name``, ``arguments`` as a JSON string) and ``function_call_output`` items (``call_id``,
-``output``); Anthropic ``tool_use`` content blocks (``id``, ``name``, ``input`` object) in assistant
-messages and ``tool_result`` blocks (``tool_use_id``, ``content``, optional ``is_error``) in user
-messages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
-from ..core import rules as core
-from ..judge.verdict import Violation
-from ..support.text import compact
-from . import _json
+from ...core import rules as core
+from ...judge.verdict import Violation
+from ...support.text import compact
+from .. import _json
+from .._items import Call, Conversation, Execution, Item, Result
+from .._records import Judged
 
 Json = Any
 
-FORMATS: Final = ("openai-chat", "openai-responses", "anthropic")
-
-#: Rules each importer can witness, and how firmly: "verified" from the transcript, "assumed" when
+#: Rules each transcript format can witness, and how firmly: "verified" from the transcript, "assumed" when
 #: the verdict rests on telling an error result from a success, which only Anthropic records
-#: (``is_error``); elsewhere a result is a success unless its content is a loopspec error object.
+#: (``is_error``); elsewhere a result is a success unless its content is a loopspec error object. The
+#: framework histories (pydantic-ai, LangChain) record whether a result is an error (pydantic-ai
+#: ``outcome`` / ``retry-prompt``, LangChain ``status``), so R2, R6 and R7 are verified, not assumed.
 WITNESSED: Final[Mapping[str, Mapping[str, str]]] = {
     "openai-chat": {"R11": "verified", "R28": "verified", "R7": "assumed", "R6": "assumed",
                     "R2": "assumed"},
@@ -50,324 +42,12 @@ WITNESSED: Final[Mapping[str, Mapping[str, str]]] = {
                          "R2": "assumed"},
     "anthropic": {"R11": "verified", "R28": "verified", "R7": "verified", "R6": "verified",
                   "R2": "verified"},
+    "pydantic-ai": {"R2": "verified", "R6": "verified", "R7": "verified", "R11": "verified", "R28": "verified"},
+    "langchain": {"R2": "verified", "R6": "verified", "R7": "verified", "R11": "verified", "R28": "verified"},
 }
 
 ASSUMPTION: Final = ("a result counts as a success unless it is marked as an error (Anthropic is_error) or its "
                      "content is a loopspec error object {\"status\": \"error\", \"code\": …}")
-
-NOT_WITNESSED: Final = ("a transcript holds no tool schemas, limits, executions, principal or outcome: the check "
-                        "order (R1-R4), budgets and counts (R9, R12, R19-R23), modes (R13, R14), identity (R16, "
-                        "R24), errors' structure (R15, R17), projection (R25) and the terminal state cannot be seen")
-
-
-class TranscriptError(ValueError):
-    """A conversation that does not have the shape of its format: ``where`` is a JSON path."""
-
-    def __init__(self, where: str, message: str, line: int | None = None) -> None:
-        self.where, self.message, self.line = where, message, line
-        super().__init__(f"{where}: {message}")
-
-
-@dataclass
-class Call:
-    id: Json
-    name: Json
-    args: Json
-    args_ok: bool
-    path: str
-    line: int
-    index: int = 0  # request index across the conversation
-    cls: str = "fresh"  # fresh | replay | conflict | malformed
-
-
-@dataclass
-class Result:
-    id: Json
-    content: Json
-    is_error: bool | None
-    path: str
-    line: int
-
-
-@dataclass
-class Execution:
-    """A tool execution recorded by telemetry (an ``execute_tool`` span): what ran, and how it ended."""
-
-    id: Json  # the call id the span records, or None when it records none
-    name: Json
-    args: Json
-    args_known: bool  # the arguments were recorded as a JSON object
-    ok: bool | None  # True: succeeded, False: failed, None: not recorded
-    path: str
-    line: int
-    start: int | None = None  # when it started and ended (ns), when recorded: executions overlap (section 5)
-    end: int | None = None
-
-
-@dataclass
-class Item:
-    kind: str  # user | proposal | final | result | execution
-    pos: int  # position in the conversation (event index)
-    path: str
-    line: int
-    calls: list[Call] = field(default_factory=list)
-    result: Result | None = None
-    execution: Execution | None = None
-
-
-LineOf = Callable[[Json], int]
-
-
-def _need(cond: bool, where: str, message: str, line: int | None = None) -> None:
-    if not cond:
-        raise TranscriptError(where, message, line)
-
-
-def _parse_args(text: Json) -> tuple[Json, bool]:
-    """Chat/Responses arguments are a JSON string; they are an arguments object only when it parses to one."""
-    if isinstance(text, dict):
-        return text, core.is_json(text)
-    if not isinstance(text, str):
-        return text, False
-    try:
-        v = _json.loads(text)
-    except _json.JsonError:
-        return text, False
-    return v, isinstance(v, dict) and core.is_json(v)
-
-
-def _has_text(content: Json) -> bool:
-    if isinstance(content, str):
-        return content.strip() != ""
-    if isinstance(content, list):
-        return any(isinstance(b, dict) and b.get("type") in ("text", "output_text", "input_text") for b in content)
-    return False
-
-
-# --------------------------------------------------------------------------------------------
-# Importers
-# --------------------------------------------------------------------------------------------
-
-
-def import_openai_chat(messages: Json, base: str, line_of: LineOf) -> list[Item]:
-    _need(isinstance(messages, list), base, "expected a list of messages")
-    items: list[Item] = []
-    for k, m in enumerate(messages):
-        where = f"{base}[{k}]"
-        _need(isinstance(m, dict), where, "a message must be an object", line_of(messages))
-        line = line_of(m)
-        role = m.get("role")
-        _need(isinstance(role, str), f"{where}.role", "missing (a message needs a role)", line)
-        if role in ("system", "developer"):
-            continue
-        if role == "user":
-            items.append(Item("user", k, where, line))
-        elif role == "assistant":
-            tcs = m.get("tool_calls")
-            calls: list[Call] = []
-            if tcs is not None:
-                _need(isinstance(tcs, list), f"{where}.tool_calls", "expected a list", line)
-                for j, tc in enumerate(tcs):
-                    w = f"{where}.tool_calls[{j}]"
-                    _need(isinstance(tc, dict), w, "a tool call must be an object", line)
-                    fn = tc.get("function")
-                    _need(isinstance(fn, dict), f"{w}.function", "expected {name, arguments}", line_of(tc))
-                    args, ok = _parse_args(fn.get("arguments"))
-                    calls.append(Call(tc.get("id"), fn.get("name"), args, ok, w, line_of(tc)))
-            elif isinstance(m.get("function_call"), dict):  # deprecated single call, without an id
-                fn = m["function_call"]
-                args, ok = _parse_args(fn.get("arguments"))
-                calls.append(Call(None, fn.get("name"), args, ok, f"{where}.function_call", line))
-            items.append(Item("proposal" if calls else "final", k, where, line, calls))
-        elif role in ("tool", "function"):
-            cid = m.get("tool_call_id") if role == "tool" else None
-            if role == "tool":
-                _need("tool_call_id" in m, f"{where}.tool_call_id", "missing (a tool message answers one call id)", line)
-            items.append(Item("result", k, where, line, result=Result(cid, m.get("content"), None, where, line)))
-        else:
-            raise TranscriptError(f"{where}.role", f"unknown role {role!r} (Chat Completions: system, developer, "
-                                  "user, assistant, tool)", line)
-    return items
-
-
-def import_openai_responses(entries: Json, base: str, line_of: LineOf) -> list[Item]:
-    _need(isinstance(entries, list), base, "expected a list of items")
-    items: list[Item] = []
-    segment: Item | None = None  # the model output being collected (consecutive output items)
-    for k, it in enumerate(entries):
-        where = f"{base}[{k}]"
-        _need(isinstance(it, dict), where, "an item must be an object", line_of(entries))
-        line = line_of(it)
-        typ = it.get("type", "message" if "role" in it else None)
-        _need(isinstance(typ, str), f"{where}.type", "missing", line)
-        if typ == "function_call":
-            args, ok = _parse_args(it.get("arguments"))
-            call = Call(it.get("call_id"), it.get("name"), args, ok, where, line)
-            if segment is None:
-                segment = Item("proposal", k, where, line)
-                items.append(segment)
-            segment.kind = "proposal"
-            segment.calls.append(call)
-        elif typ == "function_call_output":
-            _need("call_id" in it, f"{where}.call_id", "missing (an output answers one call_id)", line)
-            segment = None
-            items.append(Item("result", k, where, line, result=Result(it.get("call_id"), it.get("output"), None,
-                                                                        where, line)))
-        elif typ == "message":
-            role = it.get("role")
-            if role == "assistant":
-                if segment is None:
-                    segment = Item("final", k, where, line)
-                    items.append(segment)
-            elif role == "user":
-                segment = None
-                items.append(Item("user", k, where, line))
-            # system / developer messages carry no turn
-        elif typ == "reasoning":
-            continue
-        # other item types (hosted tools, ...) are not function calls: ignored
-    return items
-
-
-def import_anthropic(messages: Json, base: str, line_of: LineOf) -> list[Item]:
-    _need(isinstance(messages, list), base, "expected a list of messages")
-    items: list[Item] = []
-    for k, m in enumerate(messages):
-        where = f"{base}[{k}]"
-        _need(isinstance(m, dict), where, "a message must be an object", line_of(messages))
-        line = line_of(m)
-        role = m.get("role")
-        content = m.get("content")
-        _need(role in ("user", "assistant"), f"{where}.role", f"expected user or assistant, got {role!r}", line)
-        blocks = content if isinstance(content, list) else []
-        if role == "assistant":
-            calls = []
-            for j, b in enumerate(blocks):
-                if isinstance(b, dict) and b.get("type") == "tool_use":
-                    inp = b.get("input")
-                    calls.append(Call(b.get("id"), b.get("name"), inp, isinstance(inp, dict) and core.is_json(inp),
-                                      f"{where}.content[{j}]", line_of(b)))
-            items.append(Item("proposal" if calls else "final", k, where, line, calls))
-            continue
-        other = isinstance(content, str) and content != ""
-        for j, b in enumerate(blocks):
-            if isinstance(b, dict) and b.get("type") == "tool_result":
-                w = f"{where}.content[{j}]"
-                _need("tool_use_id" in b, f"{w}.tool_use_id", "missing (a tool_result answers one tool_use id)", line)
-                err = b.get("is_error")
-                items.append(Item("result", k, w, line_of(b), result=Result(
-                    b.get("tool_use_id"), b.get("content"), err if isinstance(err, bool) else None, w, line_of(b))))
-            else:
-                other = True
-        if other:
-            items.append(Item("user", k, where, line))
-    return items
-
-
-IMPORTERS: Final[Mapping[str, Callable[[Json, str, LineOf], list[Item]]]] = {
-    "openai-chat": import_openai_chat,
-    "openai-responses": import_openai_responses,
-    "anthropic": import_anthropic,
-}
-
-
-# --------------------------------------------------------------------------------------------
-# Detection
-# --------------------------------------------------------------------------------------------
-
-
-def conversation_body(doc: Json) -> tuple[str, Json] | None:
-    """(key, list) of a conversation document: its messages or its Responses items."""
-    if isinstance(doc, dict):
-        if isinstance(doc.get("messages"), list):
-            return "messages", doc["messages"]
-        inp, out = doc.get("input"), doc.get("output")
-        if isinstance(inp, list) or isinstance(out, list):
-            return "input", (inp if isinstance(inp, list) else []) + (out if isinstance(out, list) else [])
-        return None
-    if isinstance(doc, list):
-        return "", doc
-    return None
-
-
-def detect_format(doc: Json) -> str | None:
-    """The format one conversation is in, when it shows (None: nothing decisive, e.g. no tool use)."""
-    body = conversation_body(doc)
-    if body is None:
-        return None
-    key, entries = body
-    if key == "input":
-        return "openai-responses"
-    for e in entries:
-        if not isinstance(e, dict):
-            continue
-        if e.get("type") in ("function_call", "function_call_output", "message", "reasoning"):
-            return "openai-responses"
-        role = e.get("role")
-        if role == "tool" or "tool_calls" in e or role in ("system", "developer") or "function_call" in e:
-            return "openai-chat"
-        content = e.get("content")
-        if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
-                                             for b in content):
-            return "anthropic"
-    return None
-
-
-#: How each format is called in messages.
-LABELS: Final[Mapping[str, str]] = {"openai-chat": "OpenAI Chat Completions", "openai-responses": "OpenAI Responses",
-                                    "anthropic": "Anthropic Messages"}
-
-
-def formats_shown(doc: Json) -> dict[str, str]:
-    """The formats a conversation shows unmistakably, each with where it first shows: Responses
-    ``function_call`` / ``function_call_output`` / ``reasoning`` items (or an ``input`` list); Chat
-    ``tool_calls``, ``function_call`` or a ``tool``/``function`` role; Anthropic ``tool_use`` /
-    ``tool_result`` blocks. More than one means the conversation mixes formats (it is then refused:
-    one conversation is in one format, whichever comes first)."""
-    body = conversation_body(doc)
-    if body is None:
-        return {}
-    key, entries = body
-    shown: dict[str, str] = {}
-    if key == "input":
-        shown["openai-responses"] = "input"
-    base = key or "$"
-    for k, e in enumerate(entries):
-        if not isinstance(e, dict):
-            continue
-        where = f"{base}[{k}]"
-        typ = e.get("type")
-        if typ in ("function_call", "function_call_output", "reasoning"):
-            shown.setdefault("openai-responses", f"{where}: a {typ} item")
-        role = e.get("role")
-        if "tool_calls" in e:
-            shown.setdefault("openai-chat", f"{where}.tool_calls")
-        elif isinstance(e.get("function_call"), dict):
-            shown.setdefault("openai-chat", f"{where}.function_call")
-        elif role in ("tool", "function"):
-            shown.setdefault("openai-chat", f"{where}: role {role}")
-        content = e.get("content")
-        if isinstance(content, list):
-            for j, b in enumerate(content):
-                if isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result"):
-                    shown.setdefault("anthropic", f"{where}.content[{j}]: a {b['type']} block")
-                    break
-    return shown
-
-
-def is_conversation(doc: Json) -> bool:
-    body = conversation_body(doc)
-    if body is None:
-        return False
-    key, entries = body
-    if key:
-        return True
-    return bool(entries) and all(isinstance(e, dict) and ("role" in e or "type" in e) for e in entries)
-
-
-# --------------------------------------------------------------------------------------------
-# The check
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -377,9 +57,6 @@ class _Binding:
     success: Json = None
     has_success: bool = False
     executed_ok: bool = False  # an execution of the bound request succeeded (telemetry)
-
-
-_NOTHING = object()
 
 
 @dataclass
@@ -442,6 +119,93 @@ class _Broken(Exception):
         self.expected, self.observed, self.then = expected, observed, then
 
 
+def _key(v: Json) -> str | None:
+    """What two ids (or arguments) are compared by: their canonical JSON (None: not JSON, equal to nothing)."""
+    return core.canonical_json(v)
+
+
+class _Round:
+    """The calls of the current proposal, indexed so that each result and each execution finds its call in
+    constant time (amortized): one model response may propose thousands of calls, and matching each result
+    or execution by scanning the proposal made a round quadratic in its size."""
+
+    def __init__(self, calls: list[Call]) -> None:
+        n = len(calls)
+        self.calls = calls
+        self.answered = [False] * n
+        self.executed: list[Any] = [False] * n
+        self.outcome: list[bool | None] = [None] * n  # how each call's recorded execution ended (telemetry)
+        self._first = 0  # every call before it is answered
+        self.ids = [_key(c.id) for c in calls]
+        self._args = [_key(c.args) if c.args_ok else None for c in calls]
+        self._unanswered: dict[str | None, deque[int]] = {}  # id key -> calls not answered yet, in order
+        self._by_id: dict[str | None, list[int]] = {}  # id key -> calls, in order
+        self._by_name: dict[str, deque[int]] = {}  # tool -> calls not executed yet, in order
+        self._by_args: dict[tuple[str, str], deque[int]] = {}  # (tool, arguments) -> calls not executed yet
+        self._by_name_bad: dict[str, deque[int]] = {}  # tool -> calls whose arguments are not an object
+        for k, c in enumerate(calls):
+            idk = self.ids[k]
+            if idk is not None:
+                self._unanswered.setdefault(idk, deque()).append(k)
+                self._by_id.setdefault(idk, []).append(k)
+            name = _key(c.name)
+            if name is None:
+                continue
+            self._by_name.setdefault(name, deque()).append(k)
+            ak = self._args[k]
+            if ak is None:
+                self._by_name_bad.setdefault(name, deque()).append(k)
+            else:
+                self._by_args.setdefault((name, ak), deque()).append(k)
+
+    def first_unanswered(self) -> int | None:
+        answered = self.answered
+        while self._first < len(answered) and answered[self._first]:
+            self._first += 1
+        return self._first if self._first < len(answered) else None
+
+    def unanswered_with_id(self, rid: Json) -> int | None:
+        """The first call not answered yet whose id is ``rid``."""
+        q = self._unanswered.get(_key(rid))
+        while q and self.answered[q[0]]:
+            q.popleft()
+        return q[0] if q else None
+
+    def with_id(self, rid: Json) -> list[int]:
+        return self._by_id.get(_key(rid), [])
+
+    def _front(self, q: deque[int] | None) -> int | None:
+        while q and self.executed[q[0]]:
+            q.popleft()
+        return q[0] if q else None
+
+    def executable(self, x: Execution) -> int | None:
+        """The first call not executed yet that ``x`` can be the execution of: the same tool, the same
+        arguments (unless either side's are not a recorded object) and, when the span records one, the
+        same id."""
+        name = _key(x.name)
+        if name is None:
+            return None
+        if x.id is not None:
+            want = self._args_key(x)
+            for k in self.with_id(x.id):
+                c = self.calls[k]
+                if not self.executed[k] and _key(c.name) == name and (
+                        want is None or self._args[k] is None or self._args[k] == want):
+                    return k
+            return None
+        want = self._args_key(x)
+        if want is None:
+            return self._front(self._by_name.get(name))
+        got = [k for k in (self._front(self._by_args.get((name, want))), self._front(self._by_name_bad.get(name)))
+               if k is not None]
+        return min(got) if got else None
+
+    @staticmethod
+    def _args_key(x: Execution) -> str | None:
+        return _key(x.args) if x.args_known else None
+
+
 def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rules: Mapping[str, tuple[str, ...]], *,
                 allow_incomplete: bool = False, step_window: int = 48,
                 tools: Mapping[str, core.ToolSchema | None] | None = None, allow_list: bool = True
@@ -451,10 +215,8 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
     outside R4's subset) lets an execution of an unknown tool (R3) or with invalid arguments (R4) be
     seen; with ``allow_list`` False the mapping holds only some tools' schemas (R4 only)."""
     bindings: dict[str, _Binding] = {}
-    pending: list[Call] = []
-    answered: list[bool] = []
-    executed: list[Any] = []
-    outcome: list[bool | None] = []  # how each call's recorded execution ended (telemetry)
+    rnd = _Round([])
+    pending, answered, outcome = rnd.calls, rnd.answered, rnd.outcome
     executions_seen = 0
     running: dict[str, Execution] = {}  # call id -> its latest execution (R33)
     ran: dict[int, Execution] = {}  # position in the proposal -> its execution (completion order, R32)
@@ -473,7 +235,7 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
             del steps[0]
 
     def first_unanswered() -> int | None:
-        return next((j for j, a in enumerate(answered) if not a), None)
+        return rnd.first_unanswered()
 
     def missing(item: Item, why: str) -> None:
         j = first_unanswered()
@@ -488,12 +250,14 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
         for item in items:
             if item.kind == "user":
                 missing(item, "the user speaks again")
-                pending, answered, executed, outcome, final_at = [], [], [], [], None
+                rnd = _Round([])
+                pending, answered, outcome, final_at = rnd.calls, rnd.answered, rnd.outcome, None
                 ran.clear()
                 step(f"{item.path} (line {item.line}): the user speaks — a new turn")
             elif item.kind == "final":
                 missing(item, "the model answers")
-                pending, answered, executed, outcome = [], [], [], []
+                rnd = _Round([])
+                pending, answered, outcome = rnd.calls, rnd.answered, rnd.outcome
                 ran.clear()
                 final_at = item
                 step(f"{item.path} (line {item.line}): the model gives its final answer — every call is answered")
@@ -527,8 +291,8 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                     else:
                         c.cls = "replay"
                         notes.append(f"#{c.index} repeats #{b.index} (same id, same content)")
-                pending, answered = list(item.calls), [False] * len(item.calls)
-                executed, outcome = [False] * len(item.calls), [None] * len(item.calls)
+                rnd = _Round(list(item.calls))
+                pending, answered, outcome = rnd.calls, rnd.answered, rnd.outcome
                 ran.clear()
                 step(f"{item.path} (line {item.line}): the model proposes "
                      + ", ".join(_call_desc(c) for c in item.calls) + (f" [{'; '.join(notes)}]" if notes else ""))
@@ -538,7 +302,7 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                 executions_seen += 1
                 prev = running.get(x.id) if isinstance(x.id, str) else None
                 if prev is not None and prev.end is not None and x.start is not None and x.start < prev.end:
-                    c = next((c for c in pending if _same(c.id, x.id)), None)
+                    c = next((pending[k] for k in rnd.with_id(x.id)), None)
                     raise _Broken("R33", "in-flight-id-executed-twice", item, c.index if c is not None else None,
                                   {"executions in flight": 1}, {"execution": x.path},
                                   f"Then a call whose id {x.id!r} has an execution in flight ({prev.path}, line "
@@ -547,9 +311,8 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                                   "starts another before the first has ended.")
                 if isinstance(x.id, str):
                     running[x.id] = x
-                _check_execution(x, item, pending, executed, bindings, final_at, tools, allow_list)
-                j = next(k for k, e in enumerate(executed) if e == "now")
-                executed[j] = True
+                j = _check_execution(x, item, rnd, bindings, final_at, tools, allow_list)
+                rnd.executed[j] = True
                 outcome[j] = x.ok
                 ran[j] = x
                 c = pending[j]
@@ -559,9 +322,9 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                 r = item.result
                 assert r is not None
                 results_seen += 1
-                j = next((k for k, c in enumerate(pending) if not answered[k] and _same(c.id, r.id)), None)
+                j = rnd.unanswered_with_id(r.id)
                 if j is None:
-                    twice = next((c for k, c in enumerate(pending) if answered[k] and _same(c.id, r.id)), None)
+                    twice = next((pending[k] for k in rnd.with_id(r.id) if answered[k]), None)
                     earlier = next((c for c in reversed(all_calls) if _same(c.id, r.id)), None)
                     if twice is not None:
                         raise _Broken("R11", "answered-twice", item, twice.index, {"results": 1},
@@ -657,18 +420,11 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
     return TranscriptVerdict(None, None, None, None, events, calls_seen, results_seen, n_steps, executions_seen)
 
 
-def _args_match(c: Call, x: Execution) -> bool:
-    if not x.args_known or not c.args_ok:
-        return True
-    return _same(c.args, x.args)
-
-
-def _check_execution(x: Execution, item: Item, pending: list[Call], executed: list[Any],
-                     bindings: dict[str, _Binding], final_at: Item | None,
-                     tools: Mapping[str, core.ToolSchema | None] | None, allow_list: bool) -> None:
+def _check_execution(x: Execution, item: Item, rnd: _Round, bindings: dict[str, _Binding], final_at: Item | None,
+                     tools: Mapping[str, core.ToolSchema | None] | None, allow_list: bool) -> int:
     """Match an execution to the proposal's first call it can belong to (by id when the span records
-    one, else by name and arguments) and check that the spec lets that call execute; marks the call's
-    slot in ``executed`` with ``"now"``."""
+    one, else by name and arguments) and check that the spec lets that call execute; returns the call's
+    position in the proposal."""
     where = f"{x.path} (line {x.line})"
     what = f"{x.name if isinstance(x.name, str) else '<no name>'}" + (
         f"({compact(x.args, 40)})" if x.args_known else "")
@@ -676,9 +432,9 @@ def _check_execution(x: Execution, item: Item, pending: list[Call], executed: li
         raise _Broken("R28", "executed-after-final", item, None, {"executions": 0}, {"execution": x.path},
                       f"Then, once the model has given its final answer ({final_at.path}, line {final_at.line}), no "
                       f"tool executes (R28); but {where} executes {what}.")
-    cands = [k for k, c in enumerate(pending) if not executed[k] and c.name == x.name and _args_match(c, x)
-             and (x.id is None or _same(c.id, x.id))]
-    if not cands:
+    pending, executed = rnd.calls, rnd.executed
+    k = rnd.executable(x)
+    if k is None:
         done = [k for k, c in enumerate(pending) if executed[k] and c.name == x.name
                 and (x.id is None or _same(c.id, x.id))]
         if done:
@@ -690,8 +446,6 @@ def _check_execution(x: Execution, item: Item, pending: list[Call], executed: li
         raise _Broken("R12", "execution-without-request", item, None, {"execution": None}, {"execution": x.path},
                       f"Then a tool executes only for a request of the current proposal (R12); but {where} executes "
                       f"{what}{ids}, which no call of the proposal asks for.")
-    k = cands[0]
-    executed[k] = "now"
     c = pending[k]
     if c.cls == "malformed":
         raise _Broken("R2", "executed-despite-invalid-call", item, c.index, {"answer": "INVALID_CALL"},
@@ -725,3 +479,22 @@ def _check_execution(x: Execution, item: Item, pending: list[Call], executed: li
                       "executes it again.")
     if b is not None and x.ok and c.cls in ("fresh", "replay"):
         b.executed_ok = True
+    return k
+
+
+def judge_conversation(c: Conversation, rules: Mapping[str, tuple[str, ...]], all_rules: Sequence[str], *,
+                       allow_incomplete: bool = False) -> Judged:
+    """The verdict on a transcript's or a history's conversation (read: ``c.items`` is not None)."""
+    items = c.items
+    assert items is not None
+    last = max([c.line] + [it.line for it in items])
+    tv = check_items(c.format, c.id, items, c.entries, rules, allow_incomplete=allow_incomplete)
+    w = WITNESSED[c.format]
+    checks = {"verified": [r for r, how in w.items() if how == "verified"],
+              "assumed": [r for r, how in w.items() if how == "assumed"],
+              "notWitnessed": [r for r in all_rules if r not in w and r != "R0"]}
+    summ = {"calls": tv.calls, "results": tv.results}
+    if tv.violation is None:
+        return Judged(c.id, c.format, "conforms", tv.events, (c.line, last), summ, checks)
+    return Judged(c.id, c.format, "violates", tv.events, (c.line, last), summ, checks, tv.violation,
+                  {"event": tv.item_pos, "path": tv.path, "line": tv.line}, {"events": tv.item_pos, "steps": tv.steps})

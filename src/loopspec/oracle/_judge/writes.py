@@ -20,8 +20,8 @@ run's operations as the operation ledger held them at the restart (SPEC.md R46, 
   unknown (R46) — except a key a transition of which the operation ledger failed to record (a
   ``write_failed`` event, R40) in a run that ends UNRECONCILED. Whether the final answer finds a write unknown (T35) is computed from these events.
 
-Pure bookkeeping over plain data: the verdicts are :class:`~loopspec.oracle._ledger.Divergence` /
-:class:`~loopspec.oracle._ledger.RunInputError`, raised as the rest of the replay raises them.
+Pure bookkeeping over plain data: the verdicts are :class:`~loopspec.oracle._divergence.Divergence` /
+:class:`~loopspec.oracle._divergence.RunInputError`, raised as the rest of the replay raises them.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..core import writes as w
-from ._divergence import Divergence, RunInputError
+from ...core import writes as w
+from .._divergence import Divergence, RunInputError
 
 if TYPE_CHECKING:
-    from ._divergence import CheckerView as RunChecker
+    from .._divergence import CheckerView as RunChecker
 
 Json = Any
 
