@@ -262,7 +262,9 @@ def test_fuzz_page_lists_the_finding_with_its_case_and_path(fuzzed: dict[str, ob
     page = (Path(str(fuzzed["dir"])) / "report.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'<script id="loopspec-data" type="application/json">(.*?)</script>', page, re.S)
                       .group(1))  # type: ignore[union-attr]
-    (item,) = data["items"]
+    items = data["items"]  # one per distinct cause (issue 27): all of them R6 for this bug
+    assert items and {i["rule"] for i in items} == {"R6"}
+    item = items[0]
     assert item["rule"] == "R6" and item["verdict"] == "fails" and item["explanation"].startswith("Let ")
     assert item["replay"].startswith("loopspec replay ") and item["path"]["path"]
     table = item["tables"][-1]
