@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Any
 
-from ._common import EXIT_USAGE, UsageError, add_spec_option
+from ._common import EXIT_USAGE, UsageError, add_format_option, add_quiet_option, add_spec_option
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -67,6 +67,10 @@ def register(sub: Any) -> None:
                    help="send every accepted request on, unchanged, to this OTLP/HTTP endpoint "
                         "(e.g. http://collector:4318/v1/traces)")
     add_spec_option(p)
+    add_format_option(p, ("json", "text"), what="each run's verdict",
+                      meanings={"json": "one NDJSON object per run on stdout, as check --format json lists it",
+                                "text": "one line per run, for people"})
+    add_quiet_option(p, "the verdicts of runs that violate the spec or cannot be read, not the conforming ones")
     p.set_defaults(handler=handle)
 
 
@@ -83,7 +87,8 @@ def handle(args: argparse.Namespace) -> int:
 
     host, port = args.listen
     settings = Settings(host=host, port=port, idle=args.idle, max_open_runs=args.max_open_runs,
-                        max_held_spans=args.max_held_spans, max_body_bytes=args.max_body_bytes, forward=args.forward)
+                        max_held_spans=args.max_held_spans, max_body_bytes=args.max_body_bytes, forward=args.forward,
+                        format=args.format, quiet=args.quiet)
     mon = Monitor(settings, default_spec())
     try:
         mon.start()
