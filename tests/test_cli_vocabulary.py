@@ -215,3 +215,47 @@ def test_the_protocol_doc_names_no_flag_that_does_not_exist() -> None:
     for m in re.finditer(r"`loopspec fuzz ([^`]*)`", text):
         for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", m.group(1)):
             assert flag in known, (flag, m.group(0))
+
+
+def _last(out: str) -> str:
+    return out.rstrip("\n").splitlines()[-1]
+
+
+def test_a_failing_fuzz_ends_with_the_command_that_replays_its_case(tmp_path: Path) -> None:
+    import shlex
+
+    impl = f"{shlex.quote(sys.executable)} -m loopspec.examples.executor --bug replay-reexecutes"
+    code, out, err = _run("fuzz", "--impl", impl, "-x", "--seed", "1", "--quiet", "--out", str(tmp_path / "f"))
+    assert code == 1, err
+    last = _last(out)
+    assert last.startswith("next: loopspec replay ") and "R6" in last, last
+    argv = shlex.split(last.removeprefix("next: ").split("   #")[0])
+    rcode, rout, _ = _run(*argv[1:])
+    assert rcode == 1 and "DIVERGES: R6" in rout and _last(rout).startswith("next: loopspec replay ")
+    diagram = next(ln for ln in out.splitlines() if ln.startswith("also: loopspec diagram --trace "))
+    dargv = shlex.split(diagram.removeprefix("also: ").split("   #")[0])
+    dargv[dargv.index("--out") + 1] = str(tmp_path / "d")
+    dargv[dargv.index("--render") + 1] = "dot"
+    assert _run(*dargv[1:])[0] == 0 and (tmp_path / "d" / "machine-trace.dot").is_file()
+
+
+def test_a_failing_verify_ends_with_the_command_to_run_next(tmp_path: Path) -> None:
+    argv = ("verify", "--scope", "batch", "--bound", "batch.calls=3", "--variant", "replay-re-executes", "--quiet")
+    code, out, _ = _run(*argv)
+    assert code == 1 and _last(out).startswith("next: loopspec verify ") and "--out loopspec-out/verify" in _last(out)
+    code, out, _ = _run(*argv, "--out", str(tmp_path))
+    assert code == 1 and _last(out).startswith(f"next: loopspec diagram --trace {tmp_path / 'trace.json'}")
+    assert (tmp_path / "trace.json").is_file()
+
+
+def test_a_failing_check_ends_with_the_command_to_run_next(tmp_path: Path) -> None:
+    from loopspec.cli.demo import loop_section, tamper_replay
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        _, run = loop_section(False, False)
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text(tamper_replay(run.ledger.to_ndjson()), encoding="utf-8")
+    code, out, _ = _run("check", str(bad))
+    assert code == 1 and _last(out).startswith(f"next: loopspec check {bad} --quiet --out loopspec-out/check")
+    code, out, _ = _run("check", str(bad), "--out", str(tmp_path / "o"))
+    assert code == 1 and _last(out).startswith("next: loopspec diagram --trace ")

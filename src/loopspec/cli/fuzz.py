@@ -25,6 +25,8 @@ from ._common import (
     add_progress_option,
     add_quiet_option,
     add_spec_option,
+    default_out,
+    next_step,
     progress_line,
     resolve_jobs,
 )
@@ -357,5 +359,24 @@ def print_summary(result: Any, out: Any, args: argparse.Namespace, color: bool) 
             print("loop examples with: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
     if not result.ok or not args.quiet:
         print(f"campaign: {out / 'campaign.json'}")
+    if not result.ok:
+        _next(result, out, args)
+
+
+def _next(result: Any, out: Any, args: argparse.Namespace) -> None:
+    """The last lines of a campaign that found something: the first case's path on the diagram, its
+    explanation, and the command that replays it (to run after a fix)."""
+    from shlex import quote
+
+    f = result.findings[0]
+    case = out / f"{f.cause}.json"
+    path = out / f"{f.cause}.path.json"
+    also = [(f"cat {quote(str(out / (f.cause + '.txt')))}", "the reduced case, step by step, explained")]
+    if path.is_file():
+        also.append((f"loopspec diagram --trace {quote(str(path))} --render svg --out {default_out('diagram')}",
+                     "its path on the spec machine, the failing step in red"))
+    next_step(f"loopspec replay {quote(str(case))} --impl {quote(args.impl)}",
+              "reruns the case exactly: it exits 0 once the implementation is fixed", also=also,
+              doc=f"spec/SPEC.md, rule {f.rule}; docs/cli.md#what-to-run-next")
 
 
