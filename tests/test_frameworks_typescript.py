@@ -1,0 +1,200 @@
+"""The TypeScript frameworks (loopspec.frameworks.typescript): each adapter is a Node.js process running the
+framework's own loop at the version package-lock.json pins, installed with ``npm ci`` on first use (CI:
+``.ci/dev.py test`` installs it ahead, ``loopspec frameworks install js``).
+
+For each framework: its default loop campaign finds its deviations for every seed tried (a campaign judged
+under the framework's profile with one parameter put back to the strict default, every other choice kept, so
+nothing else hides it: as tests/test_frameworks_fuzz.py does for the Python frameworks), and the steps that pin
+down each measured behaviour. Skipped when Node.js >= 20 is not on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import pytest
+
+from loopspec.frameworks import NODE, ResolveError, framework_version, installed, resolve
+from loopspec.fuzz import fuzz
+from loopspec.fuzz._adapter import ImplFactory
+from loopspec.fuzz._harness import run_step
+from loopspec.judge.trace import judge
+from loopspec.judge.verdict import shows_canary
+from loopspec.spec.loader import load_spec
+
+
+def _need(name: str) -> None:
+    if not installed(name):
+        pytest.skip("Node.js >= 20 is not on PATH (the TypeScript frameworks need it)")
+
+
+_OPEN: dict[str, tuple[ImplFactory, Any, Any]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close() -> Any:
+    yield
+    while _OPEN:
+        factory, impl, _ = _OPEN.popitem()[1]
+        factory.release(impl)
+        factory.close()
+
+
+def _run(impl_name: str, step: dict[str, Any]) -> dict[str, Any]:
+    """One step on the framework's adapter process (one process per --impl for the module's steps)."""
+    if impl_name not in _OPEN:
+        target = resolve(impl_name)
+        factory = ImplFactory(target, timeout=30.0, warm=False)
+        _OPEN[impl_name] = (factory, factory.open("loop"), target)
+    _, impl, target = _OPEN[impl_name]
+    return run_step(impl, target.normalize_step(step))
+
+
+TOOLS = [{"name": "lookup", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}]
+LIMITS = {"maxRounds": None, "maxExecutions": None, "maxToolExecutions": None, "maxRequests": None,
+          "maxRetries": 0, "deadline": None}
+C1 = {"id": "c1", "name": "lookup", "arguments": {"q": "a"}}
+C1B = {"id": "c1", "name": "lookup", "arguments": {"q": "b"}}
+C2 = {"id": "c2", "name": "lookup", "arguments": {"q": "b"}}
+
+
+def _loop(model: list[Any], mode: str = "continue", script: tuple[Any, ...] = (), **limits: Any) -> dict[str, Any]:
+    return {"kind": "loop", "config": {"tools": TOOLS, "limits": {**LIMITS, **limits}, "mode": mode,
+                                       "onLimit": "throw", "principal": "alice"},
+            "model": model, "script": list(script)}
+
+
+def _executions(trace: dict[str, Any]) -> int:
+    return sum(e["type"] == "execute" for e in trace["events"])
+
+
+def _result(trace: dict[str, Any]) -> dict[str, Any]:
+    return trace["events"][-1]["result"]
+
+
+# --------------------------------------------------------------------------------------------
+# Resolving --impl, the install, a missing Node.js
+# --------------------------------------------------------------------------------------------
+
+
+def test_impl_names_resolve_to_the_node_adapters() -> None:
+    for name in NODE:
+        _need(name)
+        target = resolve(name)
+        assert isinstance(target, str) and target.adapter.framework == name
+        assert target.split()[1].endswith(".js")
+    assert framework_version("ai-sdk") == load_spec().profile("ai-sdk").tested
+    sub = resolve("ai-sdk[toolCallConcurrency=1]")
+    assert sub.endswith(" toolCallConcurrency=1") and sub.adapter.settings == {"toolCallConcurrency": "1"}
+    with pytest.raises(ResolveError, match="no setting"):
+        resolve("ai-sdk[retries=1]")
+
+
+def test_a_missing_node_is_a_usage_error_that_says_what_to_install(tmp_path) -> None:
+    env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+    for argv in (["fuzz", "--impl", "ai-sdk", "--mode", "loop"], ["frameworks", "install", "js"]):
+        done = subprocess.run([sys.executable, "-m", "loopspec", *argv], capture_output=True, text=True, env=env,
+                              timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert "Node.js >= 20 on PATH" in done.stderr and "Traceback" not in done.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# Default loop campaigns find each framework's deviations, for every seed tried
+# --------------------------------------------------------------------------------------------
+
+#: (framework, a profile parameter) -> (the value it is put back to: None for the strict default, the (rule,
+#: kind)s one of which the campaign must find). Measured: every seed of 1-10 finds one (60 examples, 3 s after the
+#: first finding; 2-5 s a campaign); the test runs seed 1.
+REPLAY = ("R6", "replay-reexecuted")
+CONFLICT = ("R7", "executed-despite-id-conflict")
+EXCEPTION_TEXT = ("R15", "exception-text-shown")
+DEVIATIONS: dict[tuple[str, str], tuple[str | None, set[tuple[str, str]]]] = {
+    # a replayed id re-executed, a conflicting id executed (in one step or a later one)
+    ("ai-sdk", "id_binding"): (None, {REPLAY, CONFLICT}),
+    # the tool's exception message passed to the model verbatim (the SDK's own texts allowed)
+    ("ai-sdk", "error_text"): ("framework-text", {EXCEPTION_TEXT}),
+}
+
+
+@pytest.mark.frameworks
+@pytest.mark.parametrize("seed", [1])
+@pytest.mark.parametrize(("name", "parameter"), sorted(DEVIATIONS))
+def test_a_default_loop_campaign_finds_the_deviation(name: str, parameter: str, seed: int) -> None:
+    from loopspec.core.profiles import params_for
+
+    _need(name)
+    spec = load_spec()
+    params = params_for(spec, name)
+    value, expected = DEVIATIONS[name, parameter]
+    without = params.only(spec, [p for p in params.differs(spec) if p != parameter])
+    if value is not None:
+        without = without.with_values(spec, **{parameter: value})
+    res = fuzz(resolve(name), mode="loop", max_examples=60, seed=seed, out=tempfile.mkdtemp(), shrink_seconds=3.0,
+               profile=without)
+    kinds = {(f.rule, f.kind) for f in res.findings}
+    assert kinds & expected, kinds
+
+
+# --------------------------------------------------------------------------------------------
+# The AI SDK (ai 7.0.185): ToolLoopAgent
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.frameworks
+def test_ai_sdk_reexecutes_a_replayed_id_and_a_conflicting_one() -> None:
+    """R6, R7: nothing binds a toolCallId; a call repeated in a later step runs again, with the same or other
+    input (profile: id_binding = none, observed)."""
+    _need("ai-sdk")
+    for second in (C1, C1B):
+        trace = _run("ai-sdk", _loop([{"calls": [C1]}, {"calls": [second]}, {"final": "x"}]))
+        assert _executions(trace) == 2
+        v = judge(trace)
+        assert v.violation is not None and v.violation.rule == ("R6" if second is C1 else "R7")
+        assert judge(trace, profile="ai-sdk").ok
+
+
+@pytest.mark.frameworks
+def test_ai_sdk_shows_the_model_the_exception_text() -> None:
+    """R15: a tool's exception becomes an error-text tool result holding its message (canary included)."""
+    _need("ai-sdk")
+    trace = _run("ai-sdk", _loop([{"calls": [C1]}, {"final": "x"}], script=({"fail": "INTERNAL_ERROR"},)))
+    shown = [m["results"] for m in trace["events"] if m["type"] == "model"]
+    assert shown[1][0]["status"] == "error" and shows_canary(shown[1])
+    v = judge(trace)
+    assert v.violation is not None and v.violation.kind == "exception-text-shown"
+    assert judge(trace, profile="ai-sdk").ok
+
+
+@pytest.mark.frameworks
+def test_ai_sdk_answers_the_calls_of_its_last_step() -> None:
+    """R19: at isStepCount(n) the calls of the last step run and their results are in the response messages
+    (never shown to a model): the run is TRUNCATED with every call answered, as the spec says."""
+    _need("ai-sdk")
+    trace = _run("ai-sdk", _loop([{"calls": [C1]}, {"calls": [C2]}, {"final": "x"}], maxRounds=2))
+    assert _result(trace)["status"] == "TRUNCATED" and len(_result(trace)["results"]) == 2
+    assert judge(trace).ok
+
+
+@pytest.mark.frameworks
+def test_ai_sdk_an_empty_response_ends_the_run() -> None:
+    """R18/R22: a response without tool calls is the final answer (profile: empty_proposal = final-answer)."""
+    _need("ai-sdk")
+    trace = _run("ai-sdk", _loop([{"calls": []}, {"final": "x"}]))
+    assert _result(trace)["final"] == "" and _result(trace)["rounds"] == 1
+    assert not judge(trace).ok and judge(trace, profile="ai-sdk").ok
+
+
+@pytest.mark.frameworks
+def test_ai_sdk_puts_an_invalid_call_s_error_before_a_sibling_s_result_with_the_same_id() -> None:
+    """R11 (a deviation no profile parameter describes): with two calls under one id, the tool message lists the
+    invalid call's error first, so by id the model pairs the executed call with the error."""
+    _need("ai-sdk")
+    bad = {"id": "c1", "name": "lookup", "arguments": {"q": 1}}
+    trace = _run("ai-sdk", _loop([{"calls": [C1, bad]}, {"final": "x"}]))
+    assert [r["status"] for r in _result(trace)["results"]] == ["error", "ok"]
+    assert not judge(trace, profile="ai-sdk").ok
