@@ -120,7 +120,7 @@ def _check_node_quote(prof, choice) -> None:
     from loopspec.frameworks._node import ensure_installed
 
     assert framework_version(prof.id) == prof.tested, f"package-lock.json pins another {prof.framework}"
-    path = ensure_installed(quiet=True) / "node_modules" / choice.shipped
+    path = ensure_installed(quiet=True).parent / "node_modules" / choice.shipped
     src = path.read_text(encoding="utf-8")
     quote = _norm(choice.quote)
     if choice.evidence == "documented":
@@ -128,7 +128,7 @@ def _check_node_quote(prof, choice) -> None:
         assert quote in text, f"{prof.id} {choice.parameter}: the sentence is not in {choice.shipped}: {choice.quote!r}"
         return
     name = choice.function.rsplit(".", 1)[-1]
-    starts = [m.start() for m in re.finditer(rf"\b(?:function\s+|async\s+function\s+|\s){re.escape(name)}\s*\(", src)]
+    starts = [m.start() for m in re.finditer(rf"(?:\bfunction\s+|(?<=\s)){re.escape(name)}\s*\(", src)]
     assert starts, f"{prof.id} {choice.parameter}: no {choice.function} in {choice.shipped}"
     # the function's text: from its head to the next top-level function (compiled JS keeps one per line start)
     bodies = [src[s:(re.search(r"\n(?:async )?function |\n(?:export )?(?:class|const) ", src[s + 1:]) or re.search("$", src[s + 1:])).end() + s]

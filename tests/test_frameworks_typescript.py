@@ -118,6 +118,9 @@ DEVIATIONS: dict[tuple[str, str], tuple[str | None, set[tuple[str, str]]]] = {
     ("ai-sdk", "id_binding"): (None, {REPLAY, CONFLICT}),
     # the tool's exception message passed to the model verbatim (the SDK's own texts allowed)
     ("ai-sdk", "error_text"): ("framework-text", {EXCEPTION_TEXT}),
+    # under its whole profile: arguments are never checked against the schema (tool({strict: false}) with a JSON
+    # schema), so a call whose arguments fail it executes
+    ("openai-agents-js", "profile"): (None, {("R4", "executed-despite-invalid-argument")}),
 }
 
 
@@ -132,7 +135,9 @@ def test_a_default_loop_campaign_finds_the_deviation(name: str, parameter: str, 
     params = params_for(spec, name)
     value, expected = DEVIATIONS[name, parameter]
     without = params.only(spec, [p for p in params.differs(spec) if p != parameter])
-    if value is not None:
+    if parameter == "profile":
+        without = params
+    elif value is not None:
         without = without.with_values(spec, **{parameter: value})
     res = fuzz(resolve(name), mode="loop", max_examples=60, seed=seed, out=tempfile.mkdtemp(), shrink_seconds=3.0,
                profile=without)
@@ -198,3 +203,55 @@ def test_ai_sdk_puts_an_invalid_call_s_error_before_a_sibling_s_result_with_the_
     trace = _run("ai-sdk", _loop([{"calls": [C1, bad]}, {"final": "x"}]))
     assert [r["status"] for r in _result(trace)["results"]] == ["error", "ok"]
     assert not judge(trace, profile="ai-sdk").ok
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI Agents JS (@openai/agents 0.20.0): run(agent, input, {maxTurns})
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.frameworks
+def test_openai_agents_js_leaves_a_replay_out_of_the_history() -> None:
+    """R6 (profile: id_binding = drop-repeats, source): a call whose id already completed is neither run nor
+    answered, and nothing of it reaches the model's next input."""
+    _need("openai-agents-js")
+    trace = _run("openai-agents-js", _loop([{"calls": [C1]}, {"calls": [C1]}, {"final": "x"}]))
+    assert _executions(trace) == 1 and len(_result(trace)["results"]) == 1
+    shown = [m["results"] for m in trace["events"] if m["type"] == "model"]
+    assert shown[2] == []  # round 2's call got no answer
+    assert not judge(trace).ok and judge(trace, profile="openai-agents-js").ok
+
+
+@pytest.mark.frameworks
+def test_openai_agents_js_runs_a_call_whose_arguments_fail_the_schema() -> None:
+    """R4 (a deviation): with a JSON schema and strict: false nothing checks the arguments; the tool runs."""
+    _need("openai-agents-js")
+    bad = {"id": "c2", "name": "lookup", "arguments": {"q": 1}}
+    trace = _run("openai-agents-js", _loop([{"calls": [bad]}, {"final": "x"}]))
+    assert _executions(trace) == 1
+    v = judge(trace, profile="openai-agents-js")
+    assert v.violation is not None and v.violation.rule == "R4"
+
+
+@pytest.mark.frameworks
+def test_openai_agents_js_shows_its_own_text_for_a_failing_tool() -> None:
+    """R15 (profile: error_text = framework-text): the default errorFunction's fixed text, never the exception."""
+    _need("openai-agents-js")
+    trace = _run("openai-agents-js", _loop([{"calls": [C1]}, {"final": "x"}], script=({"fail": "INTERNAL_ERROR"},)))
+    shown = [m["results"] for m in trace["events"] if m["type"] == "model"]
+    assert shown[1][0]["message"] == "An error occurred while running the tool. Please try again."
+    assert not shows_canary(shown) and judge(trace, profile="openai-agents-js").ok
+
+
+@pytest.mark.frameworks
+def test_openai_agents_js_tool_not_found_behavior() -> None:
+    """R3: an unknown tool refuses the response by default (raise_error: FAILED, nothing runs); with
+    return_error_to_model it is answered with the SDK's text and the run goes on."""
+    _need("openai-agents-js")
+    step = _loop([{"calls": [{"id": "c1", "name": "nope", "arguments": {}}, C2]}, {"final": "x"}])
+    trace = _run("openai-agents-js", step)
+    assert _result(trace)["status"] == "FAILED" and _executions(trace) == 0
+    assert judge(trace, profile="openai-agents-js").ok
+    trace = _run("openai-agents-js[toolNotFoundBehavior=return_error_to_model]", step)
+    res = _result(trace)
+    assert res["status"] == "COMPLETED" and res["results"][0]["code"] == "UNKNOWN_TOOL" and _executions(trace) == 1

@@ -1,10 +1,11 @@
 """The TypeScript adapters' runtime: Node.js (>= 20 on ``PATH``) and the pinned npm packages.
 
 The adapters (``frameworks/js/src/*.ts``), their ``package.json`` and its committed ``package-lock.json`` ship in
-the wheel. On first use (or ``loopspec frameworks install js``) they are copied into a cache directory, the
-pinned packages installed there with ``npm ci`` and the adapters compiled with the pinned TypeScript compiler;
-what it does is printed on stderr. The directory is named after a hash of those files, so an upgrade of loopspec
-installs afresh and two versions never share one. ``LOOPSPEC_JS_CACHE`` chooses the parent directory (default:
+the wheel. On first use (or ``loopspec frameworks install js``) the pinned packages are installed with ``npm ci``
+into a cache directory named after a hash of package.json and the lock file, and the adapters compiled there with
+the pinned TypeScript compiler into a directory named after a hash of their sources (:func:`cache_dir`); what it
+does is printed on stderr. An upgrade of loopspec that changes the pins installs afresh; one that changes only
+the adapters recompiles them. ``LOOPSPEC_JS_CACHE`` chooses the parent directory (default:
 ``$XDG_CACHE_HOME/loopspec`` or ``~/.cache/loopspec``).
 
 Nothing here imports a framework or runs Node at import time.
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "MIN_NODE",
@@ -48,18 +50,25 @@ def _sources() -> list[Path]:
     return [SOURCE / f for f in _FILES] + sorted((SOURCE / "src").glob("*.ts"))
 
 
-def cache_dir() -> Path:
-    """Where the packages and the compiled adapters of this loopspec's sources live."""
+def _digest(paths: list[Path]) -> str:
     h = hashlib.sha256()
-    for p in _sources():
+    for p in paths:
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    """Where the compiled adapters of this loopspec's sources live: ``js-<hash of package.json and the lock
+    file>/`` holds the installed packages (node_modules/, shared by every loopspec with the same pins) and
+    ``build-<hash of the sources>/dist/`` the adapters compiled from them."""
     base = os.environ.get("LOOPSPEC_JS_CACHE")
     if base:
         parent = Path(base)
     else:
         xdg = os.environ.get("XDG_CACHE_HOME")
         parent = (Path(xdg) if xdg else Path.home() / ".cache") / "loopspec"
-    return parent / f"js-{h.hexdigest()[:16]}"
+    deps = parent / f"js-{_digest([SOURCE / 'package.json', SOURCE / 'package-lock.json'])}"
+    return deps / f"build-{_digest(_sources())}"
 
 
 def node_version() -> tuple[int, ...]:
@@ -78,50 +87,72 @@ def node_version() -> tuple[int, ...]:
     return ver
 
 
-def ensure_installed(*, quiet: bool = False) -> Path:
-    """The cache directory with the pinned packages installed and the adapters compiled (installing them on
-    first use: ``npm ci``, then ``tsc``); :class:`NodeMissing` when that cannot be done."""
-    node_version()
-    target = cache_dir()
-    if (target / ".complete").is_file():
-        return target
-    npm = shutil.which("npm")
-    if npm is None:
-        raise NodeMissing("the TypeScript frameworks need npm (it comes with Node.js) on PATH, and there is none")
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _step(argv: list[str], cwd: Path, what: str, quiet: bool) -> None:
+    if not quiet:
+        print(f"loopspec: {what}: {shlex.join(argv)} (in {cwd})", file=sys.stderr, flush=True)
+    try:
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NodeMissing(f"{what} failed: {exc}") from None
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise NodeMissing(f"{what} failed (exit {done.returncode}): {shlex.join(argv)}\n{tail}")
+
+
+def _atomically(target: Path, fill: Any) -> None:
+    """Make ``target`` (a directory) by filling a temporary sibling, then renaming it (under a lock: another
+    process may be making the same directory)."""
     import fcntl
 
+    target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be installing the same directory
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if (target / ".complete").is_file():
-            return target
+            return
         work = target.parent / f".{target.name}.tmp-{os.getpid()}"
         shutil.rmtree(work, ignore_errors=True)
-        (work / "src").mkdir(parents=True)
-        for p in _sources():
-            shutil.copyfile(p, work / ("src" if p.suffix == ".ts" else "") / p.name)
-
-        def step(argv: list[str], what: str) -> None:
-            if not quiet:
-                print(f"loopspec: {what}: {shlex.join(argv)} (in {target})", file=sys.stderr, flush=True)
-            try:
-                done = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=900)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                shutil.rmtree(work, ignore_errors=True)
-                raise NodeMissing(f"{what} failed: {exc}") from None
-            if done.returncode != 0:
-                shutil.rmtree(work, ignore_errors=True)
-                tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-                raise NodeMissing(f"{what} failed (exit {done.returncode}): {shlex.join(argv)}\n{tail}")
-
-        step([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-             "installing the pinned JS packages (first use)")
-        step([shutil.which("node") or "node", "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"],
-             "compiling the TypeScript adapters")
+        work.mkdir(parents=True)
+        try:
+            fill(work)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
         (work / ".complete").write_text("ok\n")
         shutil.rmtree(target, ignore_errors=True)
         os.replace(work, target)
-    return target
+
+
+def ensure_installed(*, quiet: bool = False) -> Path:
+    """The build directory with the pinned packages installed and the adapters compiled (installing them on
+    first use: ``npm ci``, then ``tsc``); :class:`NodeMissing` when that cannot be done."""
+    node_version()
+    build = cache_dir()
+    if (build / ".complete").is_file():
+        return build
+    npm = shutil.which("npm")
+    if npm is None:
+        raise NodeMissing("the TypeScript frameworks need npm (it comes with Node.js) on PATH, and there is none")
+    deps = build.parent
+
+    def install(work: Path) -> None:
+        for f in ("package.json", "package-lock.json"):
+            shutil.copyfile(SOURCE / f, work / f)
+        _step([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], work,
+              f"installing the pinned JS packages into {deps} (first use)", quiet)
+
+    if not (deps / ".complete").is_file():
+        _atomically(deps, install)
+
+    def compile_(work: Path) -> None:
+        (work / "src").mkdir()
+        shutil.copyfile(SOURCE / "tsconfig.json", work / "tsconfig.json")
+        for p in sorted((SOURCE / "src").glob("*.ts")):
+            shutil.copyfile(p, work / "src" / p.name)
+        _step([shutil.which("node") or "node", str(deps / "node_modules" / "typescript" / "bin" / "tsc"), "-p",
+               "tsconfig.json"], work, f"compiling the TypeScript adapters into {build}", quiet)
+
+    _atomically(build, compile_)
+    return build
 
 
 def adapter_script(module: str) -> Path:

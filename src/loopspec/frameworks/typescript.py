@@ -21,7 +21,7 @@ from ._common import FrameworkExecutor
 
 Json = Any
 
-__all__ = ["NODE_FRAMEWORKS", "AISDKExecutor", "command"]
+__all__ = ["NODE_FRAMEWORKS", "AISDKExecutor", "OpenAIAgentsJSExecutor", "command"]
 
 _NO_BUDGETS: Final = {
     "maxExecutions": "none: no execution budget",
@@ -107,8 +107,24 @@ class AISDKExecutor(NodeFrameworkExecutor):
         return step
 
 
+class OpenAIAgentsJSExecutor(NodeFrameworkExecutor):
+    """OpenAI Agents JS: ``run(agent, input, {maxTurns})`` with a scripted Model and ``tool({strict: false})``
+    tools (``frameworks/js/src/openai_agents.ts``).
+
+    What it cannot express: a call without an id, budgets other than the turn count."""
+
+    framework = "openai-agents-js"
+    name = "openai-agents-js"
+    module = "openai_agents"
+    package = "@openai/agents"
+    #: toolNotFoundBehavior: the run option (raise_error, the default, or return_error_to_model)
+    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"toolNotFoundBehavior": ("raise_error", "return_error_to_model")}
+    limit_support: ClassVar[dict[str, str]] = {"maxRounds": "run(..., {maxTurns})", **_NO_BUDGETS}
+
+
 #: --impl name -> the Python side of its TypeScript adapter
-NODE_FRAMEWORKS: Final[dict[str, type[NodeFrameworkExecutor]]] = {"ai-sdk": AISDKExecutor}
+NODE_FRAMEWORKS: Final[dict[str, type[NodeFrameworkExecutor]]] = {
+    "ai-sdk": AISDKExecutor, "openai-agents-js": OpenAIAgentsJSExecutor}
 
 
 def command(name: str, settings: str = "") -> str:
