@@ -28,7 +28,7 @@ from loopspec.spec.loader import load_spec
 
 
 def _need(name: str) -> None:
-    if not installed(name):
+    if not installed(name.partition("[")[0]):
         pytest.skip("Node.js >= 20 is not on PATH (the TypeScript frameworks need it)")
 
 
@@ -121,6 +121,12 @@ DEVIATIONS: dict[tuple[str, str], tuple[str | None, set[tuple[str, str]]]] = {
     # under its whole profile: arguments are never checked against the schema (tool({strict: false}) with a JSON
     # schema), so a call whose arguments fail it executes
     ("openai-agents-js", "profile"): (None, {("R4", "executed-despite-invalid-argument")}),
+    # createReactAgent v1 (the default): calls under one id in one message all run; a call repeated in a later
+    # message is filtered out by the tools node, never answered
+    ("langgraph-js", "profile"): (None, {REPLAY, CONFLICT, ("R11", "answer-missing"), ("R11", "execution-missing")}),
+    # v2 (a Send per call) and createAgent re-execute a repeated id in a later message as well
+    ("langgraph-js[agent=react-v2]", "profile"): (None, {REPLAY, CONFLICT}),
+    ("langgraph-js[agent=create-agent]", "profile"): (None, {REPLAY, CONFLICT}),
 }
 
 
@@ -132,7 +138,7 @@ def test_a_default_loop_campaign_finds_the_deviation(name: str, parameter: str, 
 
     _need(name)
     spec = load_spec()
-    params = params_for(spec, name)
+    params = params_for(spec, name.partition("[")[0])
     value, expected = DEVIATIONS[name, parameter]
     without = params.only(spec, [p for p in params.differs(spec) if p != parameter])
     if parameter == "profile":
@@ -255,3 +261,54 @@ def test_openai_agents_js_tool_not_found_behavior() -> None:
     trace = _run("openai-agents-js[toolNotFoundBehavior=return_error_to_model]", step)
     res = _result(trace)
     assert res["status"] == "COMPLETED" and res["results"][0]["code"] == "UNKNOWN_TOOL" and _executions(trace) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# LangGraph JS (@langchain/langgraph 1.7.3): createReactAgent v1 (default), v2, langchain's createAgent
+# --------------------------------------------------------------------------------------------
+
+REPEATS = {"replay": _loop([{"calls": [C1]}, {"calls": [C1]}, {"final": "x"}]),
+           "conflict": _loop([{"calls": [C1]}, {"calls": [C1B]}, {"final": "x"}])}
+
+
+@pytest.mark.frameworks
+@pytest.mark.parametrize("kind", sorted(REPEATS))
+def test_langgraph_js_v1_leaves_a_repeated_id_unanswered_and_v2_and_create_agent_run_it_again(kind: str) -> None:
+    """R6/R7/R11: the tools node skips a call whose id already has a ToolMessage: with v1 (createReactAgent's
+    default) a call repeated in a later message is neither run nor answered; v2 and createAgent run it again."""
+    _need("langgraph-js")
+    trace = _run("langgraph-js", REPEATS[kind])
+    assert _executions(trace) == 1 and len(_result(trace)["results"]) == 1
+    v = judge(trace, profile="langgraph-js")
+    assert v.violation is not None and v.violation.rule == "R11"
+    for variant in ("react-v2", "create-agent"):
+        trace = _run(f"langgraph-js[agent={variant}]", REPEATS[kind])
+        assert _executions(trace) == 2, variant
+        v = judge(trace, profile="langgraph-js")
+        assert v.violation is not None and v.violation.rule == ("R6" if kind == "replay" else "R7"), variant
+
+
+@pytest.mark.frameworks
+def test_langgraph_js_ends_silently_with_an_empty_answer_on_arguments_that_are_not_an_object() -> None:
+    """R2/R11: a call whose arguments are not an object is an invalid_tool_call; a message with no other call
+    routes to END: the run ends COMPLETED with the empty answer, the call never answered (the strict spec wants
+    INVALID_CALL; the profile's non_object_arguments = dropped and empty_proposal = final-answer allow it)."""
+    _need("langgraph-js")
+    trace = _run("langgraph-js", _loop([{"calls": [{"id": "c1", "name": "lookup", "arguments": None}]},
+                                        {"final": "x"}]))
+    res = _result(trace)
+    assert res["status"] == "COMPLETED" and res["final"] == "" and res["results"] == [] and res["rounds"] == 1
+    assert not judge(trace).ok and judge(trace, profile="langgraph-js").ok
+
+
+@pytest.mark.frameworks
+def test_langgraph_js_shows_the_model_the_exception_text() -> None:
+    """R15 (profile: error_text = exception-text): ToolNode's default handleToolErrors shows the exception's
+    message ('Error: ... Please fix your mistakes.')."""
+    _need("langgraph-js")
+    trace = _run("langgraph-js", _loop([{"calls": [C1]}, {"final": "x"}], script=({"fail": "INTERNAL_ERROR"},)))
+    shown = [m["results"] for m in trace["events"] if m["type"] == "model"]
+    assert shows_canary(shown[1]) and shown[1][0]["message"].endswith("Please fix your mistakes.")
+    v = judge(trace)
+    assert v.violation is not None and v.violation.kind == "exception-text-shown"
+    assert judge(trace, profile="langgraph-js").ok

@@ -21,7 +21,7 @@ from ._common import FrameworkExecutor
 
 Json = Any
 
-__all__ = ["NODE_FRAMEWORKS", "AISDKExecutor", "OpenAIAgentsJSExecutor", "command"]
+__all__ = ["NODE_FRAMEWORKS", "AISDKExecutor", "LangGraphJSExecutor", "OpenAIAgentsJSExecutor", "command"]
 
 _NO_BUDGETS: Final = {
     "maxExecutions": "none: no execution budget",
@@ -122,9 +122,31 @@ class OpenAIAgentsJSExecutor(NodeFrameworkExecutor):
     limit_support: ClassVar[dict[str, str]] = {"maxRounds": "run(..., {maxTurns})", **_NO_BUDGETS}
 
 
+class LangGraphJSExecutor(NodeFrameworkExecutor):
+    """LangGraph JS: the prebuilt ReAct agent (``createReactAgent``, v1 by default, or v2) or LangChain's
+    ``createAgent`` with a scripted BaseChatModel (``frameworks/js/src/langgraph.ts``).
+
+    What it cannot express: a call without an id, budgets other than the recursion limit, abort mode for
+    ``createAgent`` (its parameters have no switch for tool errors)."""
+
+    framework = "langgraph-js"
+    name = "langgraph-js"
+    module = "langgraph"
+    package = "@langchain/langgraph"
+    #: agent: createReactAgent version v1 (its default), v2, or langchain's createAgent
+    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"agent": ("react-v1", "react-v2", "create-agent")}
+    limit_support: ClassVar[dict[str, str]] = {"maxRounds": "recursionLimit = 2 x maxRounds", **_NO_BUDGETS}
+
+    def normalize_step(self, step: dict[str, Json]) -> dict[str, Json]:
+        step = super().normalize_step(step)
+        if self.setting("agent") == "create-agent":
+            step["config"] = {**step["config"], "mode": "continue"}
+        return step
+
+
 #: --impl name -> the Python side of its TypeScript adapter
 NODE_FRAMEWORKS: Final[dict[str, type[NodeFrameworkExecutor]]] = {
-    "ai-sdk": AISDKExecutor, "openai-agents-js": OpenAIAgentsJSExecutor}
+    "ai-sdk": AISDKExecutor, "openai-agents-js": OpenAIAgentsJSExecutor, "langgraph-js": LangGraphJSExecutor}
 
 
 def command(name: str, settings: str = "") -> str:

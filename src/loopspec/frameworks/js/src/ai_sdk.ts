@@ -14,7 +14,7 @@
 import { ToolLoopAgent, isStepCount, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { Json, Rpc, serve } from "./protocol.js";
-import { ModelFailure, ModelNext, Run, batchAsLoop, modelVia, ok, settingsFrom, shown, versionOf, zodSchema }
+import { ModelFailure, ModelNext, Run, batchAsLoop, loopRun, ok, settingsFrom, shown, versionOf, zodSchema }
   from "./run.js";
 
 const settings = settingsFrom(process.argv.slice(2), { toolCallConcurrency: "default" });
@@ -108,5 +108,5 @@ const version = await versionOf("ai");
 serve({
   name: "ai-sdk", version: `ai ${version}`,
   batchRun: (params: Json, rpc: Rpc) => batchAsLoop(params, rpc, loop),
-  loopRun: (params: Json, rpc: Rpc) => loop(new Run(rpc, params), params, modelVia(rpc), false),
+  loopRun: (params: Json, rpc: Rpc) => loopRun(params, rpc, loop),
 });

@@ -15,7 +15,7 @@
 import { Agent, MaxTurnsExceededError, ModelBehaviorError, Usage, run as runAgent, setTracingDisabled, tool }
   from "@openai/agents";
 import { Json, Rpc, serve } from "./protocol.js";
-import { ModelFailure, ModelNext, Run, ToolFailed, batchAsLoop, modelVia, ok, settingsFrom, shown, versionOf }
+import { ModelFailure, ModelNext, Run, ToolFailed, batchAsLoop, loopRun, ok, settingsFrom, shown, versionOf }
   from "./run.js";
 
 setTracingDisabled(true);
@@ -143,5 +143,5 @@ const version = await versionOf("@openai/agents");
 serve({
   name: "openai-agents-js", version: `@openai/agents ${version}`,
   batchRun: (params: Json, rpc: Rpc) => batchAsLoop(params, rpc, loop),
-  loopRun: (params: Json, rpc: Rpc) => loop(new Run(rpc, params), params, modelVia(rpc), false),
+  loopRun: (params: Json, rpc: Rpc) => loopRun(params, rpc, loop),
 });

@@ -55,6 +55,17 @@ export class Rpc {
     return p;
   }
 
+  /** Resolves once no request is queued or waiting (a framework's tool bodies may still be running when its run
+   * has ended: their executions belong to the run, and nothing may be sent after its answer). */
+  async idle(): Promise<void> {
+    for (;;) {
+      const q = this.queue;
+      await q;
+      await new Promise((r) => setImmediate(r));
+      if (q === this.queue && this.pending.size === 0) return;
+    }
+  }
+
   response(msg: Json): void {
     const waiter = typeof msg.id === "number" ? this.pending.get(msg.id) : undefined;
     if (!waiter) return; // nobody waits for it

@@ -210,15 +210,25 @@ export function batchModel(calls: Json[]): ModelNext {
   return async (round) => (round === 1 ? { calls } : { final: "end of batch" });
 }
 
+type Loop = (run: Run, params: Json, modelNext: ModelNext, batch: boolean) => Promise<Json>;
+
+/** loop.run: the framework's run, then the executions its tool bodies still had queued (counted). */
+export async function loopRun(params: Json, rpc: Rpc, loop: Loop): Promise<Json> {
+  const run = new Run(rpc, params);
+  const out = await loop(run, params, modelVia(rpc), false);
+  await rpc.idle();
+  return { ...out, executed: run.executed };
+}
+
 /** batch.run as a loop (the frameworks have no batch entry point of their own). */
-export async function batchAsLoop(params: Json, rpc: Rpc,
-                                  loop: (run: Run, params: Json, modelNext: ModelNext, batch: boolean) => Promise<Json>): Promise<Json> {
+export async function batchAsLoop(params: Json, rpc: Rpc, loop: Loop): Promise<Json> {
   const run = new Run(rpc, params);
   const mode = params.mode ?? "abort";
   const loopParams = { tools: params.tools ?? [], mode, onLimit: "throw", principal: params.principal ?? "anonymous",
                        limits: { maxExecutions: params.budget ?? null, maxRounds: null } };
   const out = await loop(run, loopParams, batchModel([...(params.calls ?? [])]), true);
-  return { results: out.results, executed: out.executed, aborted: out.aborted };
+  await rpc.idle();
+  return { results: out.results, executed: run.executed, aborted: out.aborted };
 }
 
 /** The zod schema a TypeScript user writes for a tool with this (flat, R4) input schema: required properties
