@@ -352,3 +352,33 @@ def test_mastra_pairs_the_results_of_a_repeated_id_wrongly() -> None:
     assert _result(trace)["results"] == [{"id": "c1", "status": "ok", "output": {"tool": "lookup", "execution": 2}}]
     v = judge(trace, profile="mastra")
     assert v.violation is not None and v.violation.rule == "R11"
+
+
+# --------------------------------------------------------------------------------------------
+# docs/frameworks.md: the four are on the page, and the scorecard is the one its per-rule tables give
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_frameworks_page_has_the_typescript_frameworks_and_a_generated_scorecard() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    from loopspec.frameworks import FRAMEWORKS
+
+    root = Path(__file__).resolve().parent.parent
+    spec_ = importlib.util.spec_from_file_location("frameworks_page", root / "docs" / "frameworks.py")
+    assert spec_ is not None and spec_.loader is not None
+    page_mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(page_mod)
+    page = (root / "docs" / "frameworks.md").read_text(encoding="utf-8")
+    spec = load_spec()
+    for name in NODE:
+        tested = spec.profile(name).tested
+        assert framework_version(name) == tested, name  # package-lock.json pins what the profile was measured with
+        for mode in ("batch", "loop"):
+            assert f"| {name} | {tested} | {mode} |" in page, (name, mode)
+            assert f"## {name} {tested} — {mode} mode" in page
+    card = page[page.index(page_mod.SCORE_BEGIN):page.index(page_mod.SCORE_END) + len(page_mod.SCORE_END)]
+    assert card == page_mod.scorecard(page), "the scorecard is stale: python docs/frameworks.py --from-build --add ..."
+    header = next(ln for ln in card.splitlines() if ln.startswith("| rule |"))
+    assert header == "| rule | " + " | ".join([*FRAMEWORKS, *NODE]) + " |"  # the eleven side by side
