@@ -127,6 +127,11 @@ DEVIATIONS: dict[tuple[str, str], tuple[str | None, set[tuple[str, str]]]] = {
     # v2 (a Send per call) and createAgent re-execute a repeated id in a later message as well
     ("langgraph-js[agent=react-v2]", "profile"): (None, {REPLAY, CONFLICT}),
     ("langgraph-js[agent=create-agent]", "profile"): (None, {REPLAY, CONFLICT}),
+    # Mastra, under its whole profile: the results of calls that share an id (an empty one included) are paired
+    # with the wrong call, or lost, in the history the model sees. (Campaigns without id_binding or error_text meet
+    # these first in 2-3 seeds of 10 before the re-execution or the exception text: those are pinned by the steps
+    # below.)
+    ("mastra", "profile"): (None, {("R11", "wrong-output"), ("R11", "answers-out-of-order"), ("R11", "answer-missing")}),
 }
 
 
@@ -312,3 +317,38 @@ def test_langgraph_js_shows_the_model_the_exception_text() -> None:
     v = judge(trace)
     assert v.violation is not None and v.violation.kind == "exception-text-shown"
     assert judge(trace, profile="langgraph-js").ok
+
+
+# --------------------------------------------------------------------------------------------
+# Mastra (@mastra/core 1.71.0): Agent.generate with createTool tools
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.frameworks
+def test_mastra_reexecutes_a_repeated_id_and_shows_the_exception_text() -> None:
+    """R6, R7, R15: a call repeated in a later step runs again (same or other input); a tool's exception message
+    is what the model sees for it."""
+    _need("mastra")
+    for second in (C1, C1B):
+        trace = _run("mastra", _loop([{"calls": [C1]}, {"calls": [second]}, {"final": "x"}]))
+        assert _executions(trace) == 2
+        v = judge(trace)
+        assert v.violation is not None and v.violation.rule == ("R6" if second is C1 else "R7")
+        assert judge(trace, profile="mastra").ok
+    trace = _run("mastra", _loop([{"calls": [C1]}, {"final": "x"}], script=({"fail": "INTERNAL_ERROR"},)))
+    shown = [m["results"] for m in trace["events"] if m["type"] == "model"]
+    assert shows_canary(shown[1])
+    v = judge(trace)
+    assert v.violation is not None and v.violation.kind == "exception-text-shown"
+
+
+@pytest.mark.frameworks
+def test_mastra_pairs_the_results_of_a_repeated_id_wrongly() -> None:
+    """R11 (a deviation): two calls under one id in one step both run, but the history the model sees keeps one
+    result for the id, the second call's, which the model pairs with the first call."""
+    _need("mastra")
+    trace = _run("mastra", _loop([{"calls": [C1, C1B]}, {"final": "x"}]))
+    assert _executions(trace) == 2
+    assert _result(trace)["results"] == [{"id": "c1", "status": "ok", "output": {"tool": "lookup", "execution": 2}}]
+    v = judge(trace, profile="mastra")
+    assert v.violation is not None and v.violation.rule == "R11"

@@ -60,7 +60,8 @@ MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "lang
 
 #: --impl name -> the npm package of a TypeScript framework, whose adapter runs as a Node.js process
 #: (:mod:`loopspec.frameworks.typescript`; the pinned packages are installed on first use)
-NODE: Final = {"ai-sdk": "ai", "openai-agents-js": "@openai/agents", "langgraph-js": "@langchain/langgraph"}
+NODE: Final = {"ai-sdk": "ai", "openai-agents-js": "@openai/agents", "langgraph-js": "@langchain/langgraph",
+              "mastra": "@mastra/core"}
 
 #: frameworks that may live in an environment of their own (their adapter then runs as a process there)
 ISOLATED: Final = {"google-adk": "loopspec.frameworks.google_adk"}

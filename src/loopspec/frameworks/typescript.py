@@ -21,7 +21,8 @@ from ._common import FrameworkExecutor
 
 Json = Any
 
-__all__ = ["NODE_FRAMEWORKS", "AISDKExecutor", "LangGraphJSExecutor", "OpenAIAgentsJSExecutor", "command"]
+__all__ = ["NODE_FRAMEWORKS", "AISDKExecutor", "LangGraphJSExecutor", "MastraExecutor", "OpenAIAgentsJSExecutor",
+           "command"]
 
 _NO_BUDGETS: Final = {
     "maxExecutions": "none: no execution budget",
@@ -144,9 +145,31 @@ class LangGraphJSExecutor(NodeFrameworkExecutor):
         return step
 
 
+class MastraExecutor(NodeFrameworkExecutor):
+    """Mastra: an ``Agent`` with ``createTool`` tools and the AI SDK's MockLanguageModelV4
+    (``frameworks/js/src/mastra.ts``).
+
+    What it cannot express: abort mode (a tool's exception becomes an error result the model sees: every step
+    runs in continue mode), a call without an id, budgets other than the step count."""
+
+    framework = "mastra"
+    name = "mastra"
+    module = "mastra"
+    package = "@mastra/core"
+    #: maxSteps: the harness's maxRounds when it sets one (the default), or always Mastra's default of 5 steps
+    SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"steps": ("max-rounds", "default")}
+    limit_support: ClassVar[dict[str, str]] = {"maxRounds": "agent.generate(prompt, {maxSteps})", **_NO_BUDGETS}
+
+    def normalize_step(self, step: dict[str, Json]) -> dict[str, Json]:
+        step = super().normalize_step(step)
+        step["config"] = {**step["config"], "mode": "continue"}
+        return step
+
+
 #: --impl name -> the Python side of its TypeScript adapter
 NODE_FRAMEWORKS: Final[dict[str, type[NodeFrameworkExecutor]]] = {
-    "ai-sdk": AISDKExecutor, "openai-agents-js": OpenAIAgentsJSExecutor, "langgraph-js": LangGraphJSExecutor}
+    "ai-sdk": AISDKExecutor, "openai-agents-js": OpenAIAgentsJSExecutor, "langgraph-js": LangGraphJSExecutor,
+    "mastra": MastraExecutor}
 
 
 def command(name: str, settings: str = "") -> str:
