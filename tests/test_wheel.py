@@ -176,7 +176,8 @@ def test_fuzz_and_replay_the_example_executor(installed: Installed) -> None:
     r = installed.loopspec("fuzz", "--impl", bug, "--max-examples", "50", "--seed", "1", "--shrink-time", "5",
                            "--quiet", "--out", "fuzz-bug")
     assert r.returncode == 1, r.stdout + r.stderr
-    (case,) = (installed.work / "fuzz-bug").glob("R6.json")
+    # case files are named by cause (issue 27): R6-replay-reexecuted.json beside its .path.json and .txt
+    (case,) = (installed.work / "fuzz-bug").glob("R6-replay-reexecuted.json")
     assert installed.loopspec("replay", str(case), "--impl", bug).returncode == 1
     assert installed.loopspec("replay", str(case), "--impl", impl).returncode == 0
 
