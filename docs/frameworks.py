@@ -305,7 +305,13 @@ def add(names: list[str], args: argparse.Namespace) -> int:
                           "src/loopspec/frameworks/js/). Each runs as a Node.js process speaking the adapter protocol "
                           "(loopspec.frameworks.typescript), with the framework's own loop, a scripted model driven by "
                           "`model.next` and tools whose executions go to `tool.execute`; the adapter reads the answers "
-                          "from what the framework puts in front of the model, as the Python adapters do.")
+                          "from what the framework puts in front of the model, as the Python adapters do. The frameworks start a "
+                          "response's tool calls together (their default); the adapters' protocol side is sequential "
+                          "(no `concurrency` capability), so each `tool.execute` is answered at once, in the order the "
+                          "framework starts them, and the concurrency rules R29-R35 are not exercised (·). The AI SDK "
+                          "and Mastra have no way to end a run on a tool failure (its exception becomes a result the "
+                          "model sees), so their steps run in continue mode only; LangGraph's abort mode is "
+                          "ToolNode's `handleToolErrors: false`, the Agents SDK's `errorFunction: null`.")
         page = marker.sub(ts_note, page) if marker.search(page) else page.replace(
             "\n\nEach framework runs in process", "\n\n" + ts_note + "\n\nEach framework runs in process", 1)
     write_atomic(args.out, with_scorecard(page))
