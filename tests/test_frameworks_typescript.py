@@ -382,3 +382,35 @@ def test_the_frameworks_page_has_the_typescript_frameworks_and_a_generated_score
     assert card == page_mod.scorecard(page), "the scorecard is stale: python docs/frameworks.py --from-build --add ..."
     header = next(ln for ln in card.splitlines() if ln.startswith("| rule |"))
     assert header == "| rule | " + " | ".join([*FRAMEWORKS, *NODE]) + " |"  # the eleven side by side
+
+
+# --------------------------------------------------------------------------------------------
+# The AI SDK's own OpenTelemetry spans, judged by loopspec check (the golden corpus's rec-ai-sdk-*)
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_ai_sdk_recordings_are_reproducible(tmp_path) -> None:
+    """Record the AI SDK scenarios again (ToolLoopAgent traced by @ai-sdk/otel, exported as OTLP/JSON by the
+    OpenTelemetry JS serializer): each recording gets the verdict RECORDINGS.json gives its golden copy, the pass
+    conforms, the replay is R6, the conflict R7; the reports are the golden ones (ids are counted, times differ)."""
+    import json
+    from pathlib import Path
+
+    from loopspec.frameworks._node import ensure_installed
+    from loopspec.oracle import check_file
+
+    _need("ai-sdk")
+    golden = Path(__file__).resolve().parent / "golden" / "oracle"
+    r = subprocess.run(["node", str(ensure_installed(quiet=True) / "dist" / "ai_sdk_telemetry.js"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    cases = [c for c in json.loads((golden / "RECORDINGS.json").read_text(encoding="utf-8"))
+             if c["file"].startswith("rec-ai-sdk-")]
+    assert {c["file"] for c in cases} == {p.name for p in tmp_path.iterdir()}
+    assert {tuple(c["rules"]) for c in cases} == {(), ("R6",), ("R7",)}
+    for c in cases:
+        fresh, kept = check_file(str(tmp_path / c["file"])), check_file(str(golden / c["file"]))
+        assert fresh.summary.exit_code == kept.summary.exit_code == c["exit"], c["file"]
+        assert sorted({x.violation.rule for x in fresh.records if x.violation}) == c["rules"], c["file"]
+        assert [x.violation.explanation for x in fresh.records if x.violation] == [
+            x.violation.explanation for x in kept.records if x.violation]
