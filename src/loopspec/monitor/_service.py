@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO, Any, Final
 
-from ..oracle import Summary, read_text_input
+from ..oracle import InputError, RunRecord, Summary, read_text_input
 from ..spec.loader import Spec
 from . import _otlp
 from ._runs import Closed, OpenTraces
@@ -147,8 +147,13 @@ class Monitor:
     """One monitor: call :meth:`start`, then :meth:`stop` (which judges everything still held)."""
 
     def __init__(self, settings: Settings, spec: Spec, out: IO[str] | None = None, err: IO[str] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_record: Callable[[RunRecord], None] | None = None,
+                 on_error: Callable[[InputError], None] | None = None) -> None:
         self.s = settings
+        # called on the judge thread with each verdict and each input error (the --html/--junit reports)
+        self.on_record = on_record
+        self.on_error = on_error
         self.spec = spec
         self.clock = clock
         self.output = Output(out or sys.stdout, err or sys.stderr, settings.format, settings.quiet)
@@ -303,6 +308,8 @@ class Monitor:
             self.summary.input_errors += 1
             self.metrics.input_errors.inc()
             self.output.note(f"trace {c.trace}: {e.message}")
+            if self.on_error is not None:
+                self.on_error(e)
         for rec in res.records:
             self.summary.add(rec)
             self.metrics.runs.labels(rec.verdict).inc()
@@ -314,6 +321,8 @@ class Monitor:
                 mon["note"] = c.note
             obj["monitor"] = mon
             self.output.line(obj)
+            if self.on_record is not None:
+                self.on_record(rec)
 
     def _tick_loop(self) -> None:
         step = max(0.05, min(1.0, self.s.idle / 4))
