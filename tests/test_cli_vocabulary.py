@@ -30,6 +30,12 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def _option(sub: argparse.ArgumentParser, flag: str) -> argparse.Action | None:
+    """``flag`` of a command; a command with actions of its own (frameworks install) has it on each action."""
+    nested = next((a for a in sub._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if nested is not None:
+        found = [_option(p, flag) for p in nested.choices.values()]
+        assert all(f is not None for f in found) or all(f is None for f in found), flag
+        return found[0]
     return next((a for a in sub._actions if flag in a.option_strings), None)
 
 
@@ -54,7 +60,7 @@ def _table() -> dict[str, dict[str, str]]:
     table = {}
     for row in rows:
         cells = [c.strip().replace("`", "") for c in row.strip("|").split("|")]
-        table[cells[0]] = dict(zip(cols[1:], cells[1:], strict=True))
+        table[cells[0].split()[0]] = dict(zip(cols[1:], cells[1:], strict=True))
     return table
 
 
@@ -62,6 +68,10 @@ def _table() -> dict[str, dict[str, str]]:
 def test_every_command_help_runs(command: str) -> None:
     code, out, err = _run(command, "--help")
     assert code == 0 and out.startswith(f"usage: loopspec {command}"), err
+    nested = next((a for a in _subparsers()[command]._actions if isinstance(a, argparse._SubParsersAction)), None)
+    for action in (nested.choices if nested else ()):
+        code, out, err = _run(command, action, "--help")
+        assert code == 0 and out.startswith(f"usage: loopspec {command} {action}"), err
 
 
 def test_the_table_of_docs_cli_lists_every_command() -> None:
