@@ -6,6 +6,11 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+#: The inner runs happen in this process (pytester.runpytest): pytest-playwright (a test dependency, for
+#: tests/test_reports_browser.py) opens a soft-assertion scope around every test call and refuses a nested one,
+#: which failed the inner test before it ran. The inner runs do not need it.
+INNER = ("-p", "no:cacheprovider", "-p", "no:playwright")
+
 CORRECT = """
 from loopspec.fuzz import ReferenceExecutor
 
@@ -42,12 +47,12 @@ def test_my_executor(loopspec_fuzz):
 
 def test_plugin_passes_a_correct_executor(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(CORRECT)
-    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest(*INNER).assert_outcomes(passed=1)
 
 
 def test_plugin_fails_a_buggy_executor_with_the_explanation(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(BUGGY)
-    res = pytester.runpytest("-p", "no:cacheprovider")
+    res = pytester.runpytest(*INNER)
     res.assert_outcomes(failed=1)
     text = res.stdout.str()
     assert "divergence(s) from the spec" in text

@@ -44,6 +44,9 @@ LEDGER_NOT_WITNESSED: Final[Mapping[str, str]] = {
            "ledger (the code is checked)",
     "R25": "outputs are recorded as digests of the projected value: whether undeclared fields were projected away "
            "cannot be seen",
+    "R47": "the ledger has no event for a batch rejected as a whole (protocol 1.3): every run it records ends "
+           "with run_terminal after its requests' own answers, which R11 and R13 judge; whether the implementation "
+           "would answer a batch by one rejection is not in it",
 }
 
 
