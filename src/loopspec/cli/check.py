@@ -51,9 +51,15 @@ from ._common import (
     EXIT_USAGE,
     UsageError,
     add_format_option,
+    add_jobs_option,
+    add_out_option,
     add_progress_option,
+    add_quiet_option,
     add_spec_option,
+    default_out,
+    next_step,
     progress_line,
+    resolve_jobs,
 )
 from ._reports import CheckReports, add_report_options, check_report_paths
 
@@ -80,12 +86,10 @@ def register(sub: Any) -> None:
                                             "document on stdout"})
     p.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
                    help="what the files hold (default: auto, decided per file)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="N parallel processes (default 1; 0 = one per CPU): files in parallel, or one ledger file "
-                        "split by run")
-    p.add_argument("--diagram", metavar="DIR",
-                   help="for each violating ledger run, draw its path on the spec machine into DIR/<run>/")
-    p.add_argument("--quiet", action="store_true", help="text: list only violating runs, not conforming ones")
+    add_jobs_option(p, "files in parallel, or one ledger file split by run")
+    add_out_option(p, "check", "for each violating run, its path drawn on the spec machine in DIR/<run>/ "
+                   "(--diagram DIR is the older spelling)", default=False, aliases=("--diagram",))
+    add_quiet_option(p, "the violating and unreadable runs and the summary line, not the conforming runs")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="a run without a terminal event at the end of its file (or a conversation ending with "
                         "unanswered calls) is not a violation")
@@ -381,6 +385,28 @@ class _Reading:
                       finding="violation", phase=phase)
 
 
+def _next(args: argparse.Namespace, rec: RunRecord, diagram_dir: Path | None) -> None:
+    """The last lines of a check that found a violation: where its path is drawn, and what to run next."""
+    import shlex
+
+    doc = "docs/oracle.md; docs/cli.md#what-to-run-next"
+    rule = rec.violation.rule if rec.violation is not None else ""
+    if diagram_dir is not None and rec.trace is not None:
+        d = diagram_dir / _safe_name(rec.run)
+        next_step(f"loopspec diagram --trace {shlex.quote(str(d / 'path.json'))} --format svg --out "
+                  f"{default_out('diagram')}", f"run {printable(repr(rec.run))}'s path on the spec machine, the "
+                  f"failing step ({rule}) in red (also drawn in {printable(str(d))}/)", doc=doc)
+        return
+    files = " ".join(shlex.quote(f) for f in args.files)
+    if rec.trace is not None:
+        next_step(f"loopspec check {files} --quiet --out {default_out('check')}",
+                  f"the same check, drawing each violating run's path on the spec machine (first: "
+                  f"{printable(repr(rec.run))}, {rule})", doc=doc)
+    else:
+        next_step(f"loopspec check {files} --format json", f"every verdict with its events, for run "
+                  f"{printable(repr(rec.run))} ({rule})", doc=doc)
+
+
 def _diagram_dir(arg: str | None) -> Path | None:
     """``--diagram DIR``, checked before any work: a directory (or one that can be made) we can write."""
     if not arg:
@@ -391,9 +417,9 @@ def _diagram_dir(arg: str | None) -> Path | None:
         probe = probe.parent
     if not probe.is_dir():
         what = "is" if probe == d else f"is under {printable(str(probe))}, which is"
-        raise UsageError(f"--diagram {printable(arg)}: {what} not a directory")
+        raise UsageError(f"--out {printable(arg)}: {what} not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"--diagram {printable(arg)}: cannot write in {printable(str(probe))}")
+        raise UsageError(f"--out {printable(arg)}: cannot write in {printable(str(probe))}")
     return d
 
 
@@ -444,13 +470,12 @@ class ReportOut:
 
 
 def handle(args: argparse.Namespace) -> int:
-    if args.jobs < 0:
-        raise UsageError("--jobs must be 0 (one per CPU) or more")
     if args.max_line_bytes < 1024:
         raise UsageError("--max-line-bytes must be at least 1024")
     if args.files.count("-") > 1:
         raise UsageError("stdin ('-') can be given once")
-    diagram_dir = _diagram_dir(args.diagram)
+    diagram_dir = _diagram_dir(args.out)
+    first_violation: RunRecord | None = None
     check_report_paths(args)
     if args.validate:
         schema = default_spec_path().parent / "schema" / "ledger-event.schema.json"
@@ -464,10 +489,11 @@ def handle(args: argparse.Namespace) -> int:
     drawn = undrawn = 0
     shown: Counter[str] = Counter()  # input errors shown per file (the first MAX_ERRORS_SHOWN)
     line = progress_line(args)
-    reading = _Reading(args.files, parallel=args.jobs != 1 and len(args.files) > 1)
+    jobs = resolve_jobs(args.jobs)
+    reading = _Reading(args.files, parallel=jobs != 1 and len(args.files) > 1)
     reports = CheckReports(args, getattr(args, "argv", None)) if args.html or args.junit else None
     with line.ticking(lambda: reading.status(line.elapsed())):
-        for item, file_summary in results(args.files, args.input_format, opts, args.jobs, on_open=reading.opened,
+        for item, file_summary in results(args.files, args.input_format, opts, jobs, on_open=reading.opened,
                                              on_read=reading.reading):
             if item is _END:
                 assert file_summary is not None
@@ -491,6 +517,8 @@ def handle(args: argparse.Namespace) -> int:
                 rec = item
                 reading.runs += 1
                 reading.violations += rec.violation is not None
+                if first_violation is None and rec.violation is not None:
+                    first_violation = rec
                 if rec.verdict == "unreadable":
                     who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
                     print(f"loopspec check: error: {printable(rec.file)}:{rec.error_line}: {printable(who + (rec.error or ''))}",
@@ -516,6 +544,8 @@ def handle(args: argparse.Namespace) -> int:
         if diagram_dir is not None and drawn:
             out.line(f"diagrams of {drawn} violating run(s): {printable(str(diagram_dir))}/"
                      + (f" ({undrawn} could not be drawn)" if undrawn else ""))
+        if first_violation is not None and out.error is None:
+            _next(args, first_violation, diagram_dir)
     out.flush()
     code = total.exit_code
     if out.error is not None and not out.closed_by_reader:
