@@ -59,9 +59,10 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
         props = (f"{out_missing} of {n_calls} model call(s) have no recorded output: the calls they proposed are "
                  "unknown")
         if answered and outputs_known:
-            tail = "" if answered == proposals else (f"; the results of {proposals - answered} later proposal(s) "
-                                                     "are in no later request of this run")
-            put(["R11"], verified, f"the results of {answered} proposal(s) are in the model's later input{tail}")
+            tail = "" if answered == proposals else (f"; {proposals - answered} later proposal(s) are followed by "
+                                                     "no request of this run")
+            put(["R11"], verified, f"{answered} proposal(s) are followed by a later request of this run, whose input "
+                                   f"shows what was sent back for them{tail}")
         else:
             put(["R11"], None, props if not outputs_known else (
                 "no proposal of this run is followed by a request carrying its results" if proposals
