@@ -61,6 +61,7 @@ GROUPS: dict[str, tuple[str, list[str]]] = {
                                                   "opentelemetry-instrumentation-openai-agents"]),
     "openai-v2": ("openai-agents", ["openai-agents", "openai", "opentelemetry-instrumentation-openai-v2",
                                     "opentelemetry-util-genai"]),
+    "openllmetry-langgraph": ("langgraph", ["langgraph", "langchain-core", "opentelemetry-instrumentation-langchain"]),
 }
 
 #: What each recording's report must say, from what really happened (``happened`` in the manifest):
@@ -72,10 +73,10 @@ GROUPS: dict[str, tuple[str, list[str]]] = {
 EXPECT: dict[tuple[str, str], tuple[int, list[str]]] = {
     **{(g, "pass"): (0, []) for g in GROUPS},
     **{(g, "tool-error"): (0, []) for g in GROUPS},
-    **{(g, "conflict"): (0, []) for g in GROUPS if g != "openinference-langgraph"},
-    **{(g, "replay"): (0, []) for g in GROUPS if g != "openinference-langgraph"},
-    ("openinference-langgraph", "replay"): (1, ["R6"]),
-    ("openinference-langgraph", "conflict"): (1, ["R7"]),
+    **{(g, "conflict"): (0, []) for g in GROUPS if GROUPS[g][0] != "langgraph"},
+    **{(g, "replay"): (0, []) for g in GROUPS if GROUPS[g][0] != "langgraph"},
+    **{(g, "replay"): (1, ["R6"]) for g in GROUPS if GROUPS[g][0] == "langgraph"},
+    **{(g, "conflict"): (1, ["R7"]) for g in GROUPS if GROUPS[g][0] == "langgraph"},
     ("openllmetry-openai-agents", "replay"): (1, ["R11"]),
 }
 
@@ -214,6 +215,12 @@ def _instrument(group: str, rec: _Recorder) -> None:
         from openinference.instrumentation.langchain import LangChainInstrumentor
 
         LangChainInstrumentor().instrument(tracer_provider=rec.provider)
+        return
+    if group == "openllmetry-langgraph":
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+        os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
+        LangchainInstrumentor().instrument(tracer_provider=rec.provider)
         return
     from agents import set_trace_processors, set_tracing_disabled
 

@@ -74,7 +74,8 @@ def test_no_run_is_split_or_invented(case: dict[str, Any]) -> None:
     trace is one run that says it starts mid-conversation."""
     recs = _records(case["file"])
     assert not any("no-agent" in r.run for r in recs)
-    if case["group"] in ("openinference-langgraph", "openllmetry-openai-agents", "openllmetry-agents-only"):
+    if case["group"] in ("openinference-langgraph", "openllmetry-langgraph", "openllmetry-openai-agents",
+                         "openllmetry-agents-only"):
         assert len(recs) == 1
         assert recs[0].summary["executions"] == len(case["happened"]["executed"])
     else:
