@@ -9,7 +9,7 @@ The virtual environment lives in .venv/ and is rebuilt when pyproject.toml chang
 share it (.ci/adk-constraints.txt), gets its own in .venv-adk/ (for the test and loopspec jobs).
 For the test job, Graphviz's `dot`, the PostgreSQL server binaries (for the PostgreSQL operation
 ledger's tests) and Chromium (for the HTML report's browser tests) are installed with apt-get when they are
-missing and we are root.
+missing and we are root; the TypeScript frameworks' npm packages are installed when Node.js is on PATH.
 """
 
 from __future__ import annotations
@@ -78,6 +78,17 @@ def ensure_adk_venv() -> None:
     ADK_STAMP.write_text(want)
 
 
+def ensure_js() -> None:
+    """The TypeScript frameworks' packages (`loopspec frameworks install js`: npm ci of the committed
+    package-lock.json into loopspec's cache directory, then tsc; about 15-60 s on a fresh machine, nothing once
+    done). Needs Node.js >= 20 on PATH; without it, or when the install fails, those tests skip, saying so."""
+    if not shutil.which("node"):
+        say("Node.js is missing; the TypeScript framework tests will be skipped")
+        return
+    if subprocess.call([str(BIN / "loopspec"), "frameworks", "install", "js"], stdout=subprocess.DEVNULL) != 0:
+        say("could not install the TypeScript frameworks' packages; their tests will be skipped or fail")
+
+
 def ensure_graphviz() -> None:
     if shutil.which("dot"):
         return
@@ -142,6 +153,7 @@ def main(argv: list[str]) -> int:
     job, rest = argv[0], argv[1:]
     if job in ("test", "loopspec"):
         ensure_adk_venv()
+        ensure_js()
     if job == "demo":
         return subprocess.call([str(BIN / "loopspec"), "demo", *rest])
     if job == "loopspec":

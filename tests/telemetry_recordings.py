@@ -377,6 +377,26 @@ def record(out: Path) -> list[dict[str, Any]]:
             manifest.append({"file": fname, "inputFormat": "auto", "exit": code, "rules": rules,
                              "doc": f"{fw} ({'OpenTelemetry ' + kind if kind != 'history' else 'message history'}"
                                     f"): {sc['doc']}. Recorded with {versions}."})
+    manifest += record_instrumentations(out)
+    return manifest
+
+
+def record_instrumentations(out: Path) -> list[dict[str, Any]]:
+    """The recordings of tests/telemetry_instrumentations.py: one process per instrumentation group (instrumentors
+    patch process-wide classes)."""
+    import subprocess
+
+    from tests.telemetry_instrumentations import GROUPS
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    manifest: list[dict[str, Any]] = []
+    for k, group in enumerate(GROUPS):
+        r = subprocess.run([sys.executable, "-m", "tests.telemetry_instrumentations", group, str(out),
+                            str(100 + 10 * k)], capture_output=True, text=True, env=env, cwd=root, timeout=600)
+        if r.returncode:
+            raise SystemExit(f"recording {group} failed:\n{r.stderr}")
+        manifest += json.loads(r.stdout)
     return manifest
 
 
@@ -398,7 +418,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{'ok ' if ok else 'BAD'} {c['file']}: exit {res.summary.exit_code} {rules} "
                       f"(expected {c['exit']} {c['rules']})")
             return 1 if bad else 0
-    manifest = record(GOLDEN)
+    # the AI SDK's recordings are made by its own recorder (src/loopspec/frameworks/js/src/ai_sdk_telemetry.ts,
+    # tests/test_frameworks_typescript.py): kept as they are
+    kept = [c for c in json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8"))
+            if c["file"].startswith("rec-ai-sdk-")]
+    manifest = record(GOLDEN) + kept
     (GOLDEN / "RECORDINGS.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {len(manifest)} recordings to {GOLDEN} (and RECORDINGS.json)", file=sys.stderr)
     return 0

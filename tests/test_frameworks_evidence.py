@@ -79,7 +79,11 @@ def _graded() -> list[tuple[str, object]]:
 def test_each_quote_is_in_the_pinned_framework(case) -> None:
     """P-EVIDENCE: the quote is really there, in the version the profile names (`tested`)."""
     prof, choice = case
-    from loopspec.frameworks import framework_version
+    from loopspec.frameworks import NODE, framework_version
+
+    if prof.id in NODE:
+        _check_node_quote(prof, choice)
+        return
 
     try:
         installed = version(prof.framework)
@@ -103,6 +107,35 @@ def test_each_quote_is_in_the_pinned_framework(case) -> None:
         assert body is not None, f"{prof.id} {choice.parameter}: no {choice.function} in {choice.shipped}"
         assert quote in _norm(body), (f"{prof.id} {choice.parameter}: {choice.function} in {choice.shipped} "
                                       f"({prof.framework} {prof.tested}) has no line {choice.quote!r}")
+
+
+def _check_node_quote(prof, choice) -> None:
+    """A TypeScript framework's quote, in its npm package as package-lock.json pins it (installed with npm ci
+    in loopspec's cache directory): a documented sentence in the page the package ships (``docs/*.mdx``) or in
+    a doc comment of its type declarations; a source line in the named function of the shipped file."""
+    from loopspec.frameworks import framework_version, installed
+
+    if not installed(prof.id):
+        pytest.skip("Node.js >= 20 is not on PATH (the TypeScript frameworks need it)")
+    from loopspec.frameworks._node import ensure_installed
+
+    assert framework_version(prof.id) == prof.tested, f"package-lock.json pins another {prof.framework}"
+    path = ensure_installed(quiet=True).parent / "node_modules" / choice.shipped
+    src = path.read_text(encoding="utf-8")
+    quote = _norm(choice.quote)
+    if choice.evidence == "documented":
+        text = _norm(re.sub(r"^\s*\*\s?", "", src, flags=re.M))  # doc comments without their leading stars
+        assert quote in text, f"{prof.id} {choice.parameter}: the sentence is not in {choice.shipped}: {choice.quote!r}"
+        return
+    name = choice.function.rsplit(".", 1)[-1]
+    starts = [m.start() for m in re.finditer(rf"(?:\bfunction\s+|(?<=\s)){re.escape(name)}\s*\(", src)]
+    assert starts, f"{prof.id} {choice.parameter}: no {choice.function} in {choice.shipped}"
+    # the function's text: from its head to the next top-level function (compiled JS keeps one per line start)
+    bodies = [src[s:(re.search(r"\n(?:async )?function |\n(?:export )?(?:class|const) ", src[s + 1:]) or re.search("$", src[s + 1:])).end() + s]
+              for s in starts]
+    assert any(quote in _norm(b) for b in bodies), (
+        f"{prof.id} {choice.parameter}: {choice.function} in {choice.shipped} ({prof.framework} {prof.tested}) "
+        f"has no line {choice.quote!r}")
 
 
 def test_every_profile_grades_every_choice() -> None:

@@ -404,3 +404,42 @@ def test_the_protobuf_decoding_is_protobufs_own_json_mapping(tmp_path: Path) -> 
                 for link in s.get("links", []):
                     _otlp._ids_to_hex([{"scopeSpans": [{"spans": [link]}]}], base64_ok=True)
     assert json.dumps(mine, indent=1, sort_keys=True) == json.dumps(theirs, indent=1, sort_keys=True)
+
+
+def test_html_and_junit_reports_are_written_at_shutdown_as_check_writes_them(tmp_path: Path) -> None:
+    """issue 31: ``--html``/``--junit`` where ``check`` has them: one JUnit case per judged run, the failures
+    those of ``check --junit`` on the same spans from a file, valid against the JUnit schema CI systems read."""
+    import xml.etree.ElementTree as ET
+
+    html, junit = tmp_path / "live.html", tmp_path / "live.xml"
+    proc, url = _start_cli("--idle", "600", "--html", str(html), "--junit", str(junit))
+    docs = {"pass": _merged(PASS), "replay": _merged(REPLAY)}
+    for doc in docs.values():
+        req = urllib.request.Request(url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"},
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert f"wrote {html}" in err and f"wrote {junit}" in err
+
+    both = tmp_path / "both.otlp.jsonl"
+    both.write_text("".join(json.dumps(d) + "\n" for d in docs.values()))
+    want = tmp_path / "check.xml"
+    check = subprocess.run([sys.executable, "-m", "loopspec", "check", str(both), "--junit", str(want)],
+                           capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert check.returncode == 1, check.stderr
+
+    def cases(path: Path) -> list[tuple[str, str]]:
+        root = ET.parse(path).getroot()
+        return sorted((c.get("name") or "", next((k.tag for k in c if k.tag in ("failure", "error", "skipped")), "ok"))
+                      for c in root.iter("testcase"))
+
+    live = cases(junit)
+    assert live == cases(want) and len(live) == len(out.splitlines()) == 2
+    assert [k for _, k in live].count("failure") == 1
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(ROOT / "tests" / "golden" / "junit" / "junit-10.xsd")).validate(str(junit))
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "loopspec monitor" in page and "R6" in page

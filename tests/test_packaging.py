@@ -179,3 +179,17 @@ def test_the_readme_says_how_long_the_tests_take() -> None:
     assert "`python3 .ci/dev.py test -m \"not slow\"`" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| `python3 .ci/dev.py test` "))
     assert re.search(r"\| \d+(\.\d+)? min", row), row
+
+
+def test_the_wheel_carries_the_typescript_adapters_and_their_lock_file(dists: dict[str, Path]) -> None:
+    """The TypeScript frameworks' adapters ship as sources with package.json and the committed package-lock.json
+    (installed with npm ci on first use, loopspec.frameworks._node); no node_modules, no compiled output."""
+    js = ROOT / "src" / "loopspec" / "frameworks" / "js"
+    want = {f"loopspec/frameworks/js/{p.relative_to(js).as_posix()}"
+            for p in [js / "package.json", js / "package-lock.json", js / "tsconfig.json", *(js / "src").glob("*.ts")]}
+    with zipfile.ZipFile(dists["wheel"]) as z:
+        names = set(z.namelist())
+        assert want <= names
+        for n in want:
+            assert _digest(z.read(n)) == _digest((ROOT / "src" / n).read_bytes()), n
+    assert not [n for n in names if "/node_modules/" in n or n.startswith("loopspec/frameworks/js/dist/")]

@@ -1,10 +1,10 @@
-"""The HTML reports in a real browser: headless Chromium through pytest-playwright, with the system's Chromium
+"""The HTML reports in a real browser: headless Chromium through Playwright (a module-scoped browser), with the system's Chromium
 (Debian's ``chromium`` package: ``.ci/dev.py`` installs it for the test job; Playwright never downloads a
 browser of its own here). Each page loads from a ``file://`` URL with no console error and no request but
 its own file, a finding opens to its explanation and step table, its path is highlighted on the drawn machine,
 the filters and the pager work, and a report of thousands of rows keeps one page of them in the document.
 
-Skipped, saying why, when pytest-playwright or Chromium is not installed.
+Skipped, saying why, when Playwright or Chromium is not installed.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pytest_playwright", reason="pytest-playwright is not installed (pip install 'loopspec[test]')")
+pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install 'loopspec[test]')")
 
 from loopspec.cli import main
 from loopspec.render.html import PAGE_SIZE, report_html
@@ -48,13 +48,32 @@ def chromium() -> str | None:
     return path if path and os.access(path, os.X_OK) else None
 
 
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    """pytest-playwright's launch arguments, pointed at the system's Chromium."""
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """The system's Chromium, driven by Playwright for this module only. Not pytest-playwright's session-scoped
+    ``browser``: Playwright's sync API keeps an asyncio event loop running on the main thread while it is
+    started, and a session fixture would leave it running for every later test of the worker, where
+    ``asyncio.run`` then fails ("cannot be called from a running event loop")."""
+    from playwright.sync_api import sync_playwright
+
     path = chromium()
     if path is None:
         pytest.skip("no Chromium to drive: apt-get install -y chromium (.ci/dev.py test installs it when root)")
-    return {**browser_type_launch_args, "executable_path": path, "args": CHROMIUM_FLAGS, "headless": True}
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=path, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context()
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 def run(*argv: str) -> int:

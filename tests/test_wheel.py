@@ -176,7 +176,8 @@ def test_fuzz_and_replay_the_example_executor(installed: Installed) -> None:
     r = installed.loopspec("fuzz", "--impl", bug, "--max-examples", "50", "--seed", "1", "--shrink-time", "5",
                            "--quiet", "--out", "fuzz-bug")
     assert r.returncode == 1, r.stdout + r.stderr
-    (case,) = (installed.work / "fuzz-bug").glob("R6.json")
+    # case files are named by cause (issue 27): R6-replay-reexecuted.json beside its .path.json and .txt
+    (case,) = (installed.work / "fuzz-bug").glob("R6-replay-reexecuted.json")
     assert installed.loopspec("replay", str(case), "--impl", bug).returncode == 1
     assert installed.loopspec("replay", str(case), "--impl", impl).returncode == 0
 
@@ -249,3 +250,30 @@ def test_the_pytest_fixture_with_the_adapter_of_docs_python_md(installed: Instal
         (installed.work / name).write_text(files[name], encoding="utf-8")
     r = installed.run(installed.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_adapter.py")
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+def test_the_typescript_adapters_compile_and_run_from_the_installed_wheel(installed: Installed) -> None:
+    """The wheel's adapters (frameworks/js: sources, package.json, package-lock.json) are what `loopspec frameworks
+    install js` compiles and `--impl ai-sdk` runs, outside the source tree. The npm packages come from this
+    checkout's cache (installed with npm ci by .ci/dev.py), so only the compile step runs here."""
+    if shutil.which("node") is None:
+        pytest.skip("Node.js is not on PATH")
+    from loopspec.frameworks._node import ensure_installed
+
+    deps = ensure_installed(quiet=True).parent  # this checkout's installed packages (same pins as the wheel's)
+    cache = installed.base / "js-cache"
+    mine = cache / deps.name
+    mine.mkdir(parents=True)
+    for f in ("package.json", "package-lock.json", ".complete"):
+        shutil.copyfile(deps / f, mine / f)
+    (mine / "node_modules").symlink_to(deps / "node_modules")
+    env = {**installed.env, "LOOPSPEC_JS_CACHE": str(cache)}
+    r = subprocess.run([str(installed.venv / "bin" / "loopspec"), "frameworks", "install", "js"], cwd=installed.work,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "compiling the TypeScript adapters" in r.stderr and Path(r.stdout.strip()).parent == mine
+    assert (Path(r.stdout.strip()) / "dist" / "ai_sdk.js").is_file()
+    r = subprocess.run([str(installed.venv / "bin" / "loopspec"), "fuzz", "--impl", "ai-sdk", "--mode", "loop",
+                        "--max-examples", "20", "--seed", "1", "--shrink-time", "2", "--quiet", "--out", "ts-fuzz"],
+                       cwd=installed.work, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "distinct cause(s) of divergence" in r.stdout, r.stdout + r.stderr  # found

@@ -48,7 +48,7 @@ def __getattr__(name: str) -> Any:
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "demo", "spec", "vectors", "diagram", "verify", "fuzz", "replay", "check", "serve", "monitor",
+    "demo", "spec", "vectors", "diagram", "verify", "fuzz", "replay", "check", "serve", "monitor", "frameworks",
 )
 
 

@@ -54,7 +54,7 @@ Json = Any
 
 
 def add_report_options(p: argparse.ArgumentParser) -> None:
-    """``--html FILE`` and ``--junit FILE`` (fuzz, check, verify)."""
+    """``--html FILE`` and ``--junit FILE`` (fuzz, check, verify, monitor)."""
     p.add_argument("--html", metavar="FILE",
                    help="also write a self-contained HTML report (one file, no network): the verdict, every finding "
                         "with its reduced case, explanation and path on the spec machine, coverage, filters")
@@ -399,15 +399,18 @@ class CheckReports:
     """Collects ``loopspec check``'s records as they stream: rows for the page (bounded), a JUnit case per
     run (spooled), and the coverage of the recorded paths."""
 
-    def __init__(self, args: argparse.Namespace, argv: Sequence[str] | None = None) -> None:
+    def __init__(self, args: argparse.Namespace, argv: Sequence[str] | None = None, *, command: str = "check",
+                 sources: Sequence[str] | None = None) -> None:
         from ..render.junit import JunitWriter
         from ..render.report import Report
 
         self.args = args
         self.started = time.perf_counter()
-        self.report = Report(command="check", title="loopspec check: " + ", ".join(args.files[:3])
-                             + (f" and {len(args.files) - 3} more" if len(args.files) > 3 else ""),
-                             command_line=command_line("check", argv), outcome="passed", exit_code=0,
+        files = list(args.files if sources is None else sources)
+        self.sources = ", ".join(files)
+        self.report = Report(command=command, title=f"loopspec {command}: " + ", ".join(files[:3])
+                             + (f" and {len(files) - 3} more" if len(files) > 3 else ""),
+                             command_line=command_line(command, argv), outcome="passed", exit_code=0,
                              rules=_rule_titles(), timestamp=_now(), version=_version(), item_noun="run")
         self.junit = JunitWriter(args.junit, suite=self.report.title,
                                  properties=[("command", self.report.command_line), ("loopspec", _version())]) \
@@ -487,7 +490,8 @@ class CheckReports:
         r.exit_code = exit_code
         r.outcome = "incomplete" if exit_code == 2 else "failed" if exit_code == 1 else "passed"
         r.seconds = time.perf_counter() - self.started
-        r.summary = [("files", str(summary.files)), ("runs", f"{summary.runs:,}"), ("conform", f"{summary.conform:,}"),
+        r.summary = [("files", str(summary.files)) if r.command == "check" else ("endpoint", self.sources),
+                     ("runs", f"{summary.runs:,}"), ("conform", f"{summary.conform:,}"),
                      ("violate", f"{summary.violate:,}"), ("unreadable", f"{summary.unreadable:,}"),
                      ("input errors", f"{summary.input_errors:,}")]
         if summary.by_rule:

@@ -13,7 +13,8 @@ per run as NDJSON on stdout: the object ``loopspec check --format json`` lists f
 
 On SIGINT or SIGTERM it stops accepting, judges what it still holds, prints it and exits with ``check``'s
 exit codes: 0 every run conformed, 1 a run violated the spec, 2 something was unreadable (a refused
-request body included). See docs/monitor.md.
+request body included). ``--html FILE`` and ``--junit FILE`` write, at that moment, the same reports as
+``check`` does for every run judged since the start (one JUnit test case per run). See docs/monitor.md.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import sys
 import threading
 from typing import Any
 
-from ._common import EXIT_USAGE, UsageError, add_spec_option
+from ._common import EXIT_USAGE, UsageError, add_format_option, add_quiet_option, add_spec_option
+from ._reports import CheckReports, add_report_options, check_report_paths
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -67,6 +69,11 @@ def register(sub: Any) -> None:
                    help="send every accepted request on, unchanged, to this OTLP/HTTP endpoint "
                         "(e.g. http://collector:4318/v1/traces)")
     add_spec_option(p)
+    add_format_option(p, ("json", "text"), what="each run's verdict",
+                      meanings={"json": "one NDJSON object per run on stdout, as check --format json lists it",
+                                "text": "one line per run, for people"})
+    add_quiet_option(p, "the verdicts of runs that violate the spec or cannot be read, not the conforming ones")
+    add_report_options(p)
     p.set_defaults(handler=handle)
 
 
@@ -78,17 +85,24 @@ def handle(args: argparse.Namespace) -> int:
                          "pip install 'loopspec[monitor]'") from None
     if args.forward is not None and not args.forward.startswith(("http://", "https://")):
         raise UsageError(f"--forward: expected an http:// or https:// URL, got {args.forward!r}")
+    check_report_paths(args)
     from ..monitor import Monitor, Settings
     from ..spec.loader import default_spec
 
     host, port = args.listen
     settings = Settings(host=host, port=port, idle=args.idle, max_open_runs=args.max_open_runs,
-                        max_held_spans=args.max_held_spans, max_body_bytes=args.max_body_bytes, forward=args.forward)
-    mon = Monitor(settings, default_spec())
+                        max_held_spans=args.max_held_spans, max_body_bytes=args.max_body_bytes, forward=args.forward,
+                        format=args.format, quiet=args.quiet)
+    reports = (CheckReports(args, getattr(args, "argv", None), command="monitor",
+                            sources=[f"http://{host}:{port}/v1/traces"]) if args.html or args.junit else None)
+    mon = Monitor(settings, default_spec(), on_record=reports.record if reports else None,
+                  on_error=reports.error if reports else None)
     try:
         mon.start()
     except OSError as exc:
         print(f"loopspec monitor: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        if reports is not None:
+            reports.abandon()
         return EXIT_USAGE
     h, p = mon.address
     print(f"loopspec monitor: listening on http://{h}:{p}/v1/traces (metrics: /metrics)", file=sys.stderr, flush=True)
@@ -101,4 +115,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"loopspec monitor: {reason}: judging the traces still open", file=sys.stderr, flush=True)
     mon.stop()
     print(f"loopspec monitor: {mon.summary_line()}", file=sys.stderr)
+    if reports is not None:
+        for path in reports.finish(mon.summary, mon.exit_code):
+            print(f"loopspec monitor: wrote {path}", file=sys.stderr)
     return mon.exit_code

@@ -24,8 +24,18 @@ import importlib.util
 import re
 from typing import Any, Final
 
-__all__ = ["FRAMEWORKS", "ISOLATED", "MODULES", "PACKAGES", "framework_version", "installed", "isolated_command",
-           "parse_settings", "resolve"]
+__all__ = [
+    "FRAMEWORKS",
+    "ISOLATED",
+    "MODULES",
+    "NODE",
+    "PACKAGES",
+    "framework_version",
+    "installed",
+    "isolated_command",
+    "parse_settings",
+    "resolve",
+]
 
 #: --impl name -> the adapter's entry point (module:attr)
 FRAMEWORKS: Final = {
@@ -47,6 +57,11 @@ PACKAGES: Final = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-a
 MODULES: Final = {"pydantic-ai": "pydantic_ai", "openai-agents": "agents", "langgraph": "langgraph",
                   "smolagents": "smolagents", "llamaindex": "llama_index.core", "autogen": "autogen_agentchat",
                   "google-adk": "google.adk"}
+
+#: --impl name -> the npm package of a TypeScript framework, whose adapter runs as a Node.js process
+#: (:mod:`loopspec.frameworks.typescript`; the pinned packages are installed on first use)
+NODE: Final = {"ai-sdk": "ai", "openai-agents-js": "@openai/agents", "langgraph-js": "@langchain/langgraph",
+              "mastra": "@mastra/core"}
 
 #: frameworks that may live in an environment of their own (their adapter then runs as a process there)
 ISOLATED: Final = {"google-adk": "loopspec.frameworks.google_adk"}
@@ -90,8 +105,14 @@ class IsolatedCommand(str):
 
 
 def framework_version(name: str) -> str | None:
-    """The installed version of the framework behind ``--impl name`` (here or in its own environment)."""
+    """The installed version of the framework behind ``--impl name`` (here or in its own environment; for a
+    TypeScript framework, the version its package-lock.json pins)."""
     from importlib.metadata import PackageNotFoundError, version
+
+    if name in NODE:
+        from ._node import package_version
+
+        return package_version(NODE[name])
 
     try:
         return version(PACKAGES[name])
@@ -111,7 +132,16 @@ def framework_version(name: str) -> str | None:
 
 def installed(name: str) -> bool:
     """Is the framework behind ``--impl name`` importable here (its extra installed), or in its own
-    environment for an isolated one?"""
+    environment for an isolated one? A TypeScript one: is Node.js (>= 20) on PATH (its packages are installed
+    on first use)?"""
+    if name in NODE:
+        from ._node import NodeMissing, node_version
+
+        try:
+            node_version()
+        except NodeMissing:
+            return False
+        return True
     return _importable(MODULES[name]) or isolated_command(name) is not None
 
 
@@ -136,12 +166,33 @@ def parse_settings(text: str) -> dict[str, str]:
     return out
 
 
+def _node_command(name: str, settings: str) -> IsolatedCommand:
+    """The command that runs a TypeScript framework's adapter (installing its packages on first use)."""
+    from ._node import NodeMissing
+    from .typescript import NODE_FRAMEWORKS, command
+
+    cls: Any = NODE_FRAMEWORKS[name]
+    try:
+        chosen = parse_settings(settings)
+        if chosen:
+            cls = cls.with_settings(chosen)
+    except ValueError as exc:
+        raise ResolveError(str(exc)) from None
+    try:
+        return IsolatedCommand(command(name, settings), cls)
+    except NodeMissing as exc:
+        raise ResolveError(str(exc)) from None
+
+
 def resolve(impl: str) -> Any | None:
     """The in-process target for ``--impl``: a framework name (optionally with settings,
     ``'langgraph[handle_tool_errors=text]'``) or ``module:attr``; None for a command. An isolated framework
     (:data:`ISOLATED`) that is not importable here resolves to the command that runs it in its own
     environment (a str)."""
     m = _SETTINGS.match(impl)
+    node = m.group(1) if m is not None and m.group(1) in NODE else impl if impl in NODE else None
+    if node is not None:
+        return _node_command(node, m.group(2) if m is not None else "")
     if m is not None and m.group(1) in ISOLATED and isolated_command(m.group(1)) is not None:
         try:
             return isolated_command(m.group(1), m.group(2))

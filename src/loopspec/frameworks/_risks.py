@@ -85,7 +85,7 @@ def rank_risks(reports: Iterable[tuple[str, str, Mapping[str, Json]]],
     out = []
     for fw, mode, data in reports:
         for r in data["rules"]:
-            if r["status"] == "conforms":
+            if r["status"] not in ("design-choice", "deviates"):  # conforms, or not exercised: no divergence
                 continue
             risk = Risk(fw, mode, r["rule"], r["kind"], r["status"], r["explanation"], r.get("case"),
                         list(r.get("parameters", [])), r.get("observedOnly"))
