@@ -52,15 +52,15 @@ def _sources() -> dict[str, str]:
 def test_committed_diagram_sources_are_not_stale(name: str) -> None:
     """diagrams/ holds what `loopspec diagram` makes from the current spec (regenerate to fix)."""
     committed = DIAGRAMS / name
-    assert committed.is_file(), f"diagrams/{name} is missing: run `loopspec diagram`"
+    assert committed.is_file(), f"diagrams/{name} is missing: run `loopspec diagram --out diagrams`"
     assert committed.read_text(encoding="utf-8") == _sources()[name], (
-        f"diagrams/{name} is stale: run `loopspec diagram` and commit the result"
+        f"diagrams/{name} is stale: run `loopspec diagram --out diagrams` and commit the result"
     )
 
 
 def test_committed_svgs_exist_for_each_diagram() -> None:
     for stem in {n.rsplit(".", 1)[0] for n in _sources()}:
-        assert (DIAGRAMS / f"{stem}.svg").is_file(), f"diagrams/{stem}.svg is missing: run `loopspec diagram`"
+        assert (DIAGRAMS / f"{stem}.svg").is_file(), f"diagrams/{stem}.svg is missing: run `loopspec diagram --out diagrams`"
 
 
 def test_output_is_deterministic(spec, machine) -> None:
@@ -163,6 +163,6 @@ def test_committed_svg_matches_the_sources_states_and_transitions(spec) -> None:
     svg = (DIAGRAMS / "machine.svg").read_text(encoding="utf-8")
     _, texts = _svg_ids(svg)
     for t in spec.transitions:
-        assert t.id in texts, f"diagrams/machine.svg lacks {t.id}: run `loopspec diagram`"
+        assert t.id in texts, f"diagrams/machine.svg lacks {t.id}: run `loopspec diagram --out diagrams`"
     for s in spec.states:
         assert s.id in texts

@@ -90,7 +90,7 @@ def test_every_falsifiable_rule_has_a_must_fail_ledger(manifest: list[dict[str, 
 
     Not falsifiable from a ledger: R0 (the machine's own shape), R1 (a check-order break is reported
     under the rule of the check that should have decided), R24 (the hook's answers are inputs), and
-    the rules the ledger does not witness (R15, R25)."""
+    the rules the ledger does not witness (R15, R25, R47)."""
     from loopspec.judge.verdict import default_spec
     from loopspec.oracle._records import LEDGER_NOT_WITNESSED
     from loopspec.oracle._tables import tables_for

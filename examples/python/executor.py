@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""A tool-call executor that speaks the loopspec adapter protocol v1.1 (spec/PROTOCOL.md).
+"""A tool-call executor that speaks the loopspec adapter protocol, versions 1.0 to 1.2 (spec/PROTOCOL.md).
+
+Installed with loopspec, it runs as ``python -m loopspec.examples.executor``: batches and loops (1.0),
+concurrent batches with ``--concurrent`` (1.1), write tools through an operation ledger (1.2).
 
 Standalone on purpose: it does not import loopspec. It is what an implementer would write —
 the executor of an agent framework, wrapped in the ~40 lines of JSON-RPC plumbing at the bottom —
@@ -806,7 +809,8 @@ class Rpc:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    about = " ".join(__doc__.split("\n\n")[:2]).replace("\n", " ").replace("``", "")
+    ap = argparse.ArgumentParser(description=about)
     ap.add_argument("--bug", choices=sorted(BUGS), help="introduce one deliberate bug")
     ap.add_argument("--concurrent", action="store_true",
                     help="protocol v1.1: announce the concurrency capability and run overlapping calls concurrently")

@@ -107,7 +107,7 @@ def test_an_implementation_that_stops_reading_is_a_timeout_not_a_hung_write(tmp_
     made = fuzz(tmp_path / "found", f"{sys.executable} {EXAMPLE} --bug replay-reexecutes", "--max-examples", "20",
                 "--shrink-time", "5", wall=90)
     assert_sane(made, exit_code=1)
-    doc = json.loads((tmp_path / "found" / "R6.json").read_text(encoding="utf-8"))
+    doc = case(tmp_path / "found", "R6")  # case files are named by their cause (issue 27)
     doc["steps"][0]["calls"][0]["arguments"] = {"flag": True, "pad": "x" * 300_000}
     big = tmp_path / "big.json"
     big.write_text(json.dumps(doc), encoding="utf-8")

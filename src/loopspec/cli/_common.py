@@ -10,12 +10,21 @@ with the same help text, everywhere:
 * :func:`add_format_option` — ``--format``: how the report is printed (text for people, JSON for
   programs);
 * :func:`add_progress_option` and :func:`progress_line` — ``--progress``: the progress line of a long
-  run (:mod:`loopspec.support.progress`), shown on a terminal and, when forced, on any stderr.
+  run (:mod:`loopspec.support.progress`), shown on a terminal and, when forced, on any stderr;
+* :func:`add_quiet_option` — ``--quiet``: only the verdict (the summary line, and what failed);
+* :func:`add_jobs_option` and :func:`resolve_jobs` — ``--jobs N``: N processes, 0 = one per CPU;
+* :func:`next_step` — the last lines of a command that found something: what else to look at, the doc
+  section, and on the very last line the one command to run next;
+* :func:`add_out_option` — ``--out DIR``: the directory a command writes its files into; a command
+  that always writes files defaults to ``loopspec-out/<command>`` (:func:`default_out`).
+
+docs/cli.md describes this vocabulary; tests/test_cli_vocabulary.py pins it on every command.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Sequence
 from typing import IO, Final
@@ -27,14 +36,21 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "FORMAT_HELP",
+    "OUT_ROOT",
     "SPEC_HELP",
     "UsageError",
     "add_format_option",
+    "add_jobs_option",
+    "add_out_option",
     "add_progress_option",
+    "add_quiet_option",
     "add_spec_option",
+    "default_out",
+    "next_step",
     "plain",
     "plain_help",
     "progress_line",
+    "resolve_jobs",
 ]
 
 EXIT_OK = 0
@@ -110,3 +126,75 @@ def add_progress_option(parser: argparse.ArgumentParser) -> argparse.Action:
 def progress_line(args: argparse.Namespace, stream: IO[str] | None = None) -> ProgressLine:
     """The progress line for a command: enabled on a terminal, or everywhere with ``--progress``."""
     return ProgressLine(stream, force=bool(getattr(args, "progress", False)))
+
+
+#: The one default output location: a command that always writes files writes them into OUT_ROOT/<command>.
+OUT_ROOT: Final = "loopspec-out"
+
+
+def default_out(command: str) -> str:
+    """``loopspec-out/<command>``: where ``command`` writes its files when ``--out`` is not given."""
+    return f"{OUT_ROOT}/{command}"
+
+
+def add_out_option(parser: argparse.ArgumentParser, command: str, what: str, *, default: bool = True,
+                   aliases: Sequence[str] = ()) -> argparse.Action:
+    """``--out DIR``: the directory ``command`` writes ``what`` into. With ``default`` the command always
+    writes and defaults to :func:`default_out`; without, it writes files only when ``--out`` is given.
+    ``aliases`` are older spellings kept working but not shown in the help."""
+    if default:
+        helptext = f"the directory this command writes its files into: {what} (default: {default_out(command)})"
+    else:
+        helptext = f"the directory this command writes its files into: {what} (default: none, nothing is written)"
+    action = parser.add_argument("--out", metavar="DIR", default=default_out(command) if default else None,
+                                 help=helptext)
+    for alias in aliases:
+        parser.add_argument(alias, dest="out", metavar="DIR", help=argparse.SUPPRESS)
+    return action
+
+
+def add_quiet_option(parser: argparse.ArgumentParser,
+                     what: str = "the summary line and what failed, not what passed") -> argparse.Action:
+    """``--quiet``: print only the verdict (``what``)."""
+    return parser.add_argument("--quiet", "-q", action="store_true", help=f"print only {what}")
+
+
+def nonnegative(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (one per CPU) or more, got {v}")
+    return v
+
+
+def add_jobs_option(parser: argparse.ArgumentParser, what: str) -> argparse.Action:
+    """``--jobs N``: N worker processes doing ``what``; 0 = one per CPU (:func:`resolve_jobs`)."""
+    return parser.add_argument("--jobs", "-j", type=nonnegative, default=1, metavar="N",
+                               help=f"N parallel processes: {what} (default 1; 0 = one per CPU)")
+
+
+def resolve_jobs(jobs: int) -> int:
+    """``--jobs``'s value as a process count: 0 is one per CPU this process may use."""
+    if jobs != 0:
+        return jobs
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def next_step(command: str, what: str, *, also: Sequence[tuple[str, str]] = (), doc: str | None = None,
+              stream: IO[str] | None = None) -> None:
+    """End a failing command's text report with where to go from here: other commands worth running
+    (``also``: (command, what it shows)), the doc section, and, on the very last line, the one command to
+    run next (``command``, with ``what`` it does). A finding's report then never ends on a dead end."""
+    import sys
+
+    out = stream if stream is not None else sys.stdout
+    for cmd, why in also:
+        print(f"also: {cmd}   # {why}", file=out)
+    if doc:
+        print(f"docs: {doc}", file=out)
+    print(f"next: {command}   # {what}", file=out)

@@ -51,9 +51,15 @@ from ._common import (
     EXIT_USAGE,
     UsageError,
     add_format_option,
+    add_jobs_option,
+    add_out_option,
     add_progress_option,
+    add_quiet_option,
     add_spec_option,
+    default_out,
+    next_step,
     progress_line,
+    resolve_jobs,
 )
 from ._reports import CheckReports, add_report_options, check_report_paths
 
@@ -74,18 +80,17 @@ def register(sub: Any) -> None:
                "(| head) does not change the code.",
     )
     p.add_argument("files", nargs="+", metavar="FILE",
-                   help="ledgers, traces, OpenTelemetry exports, histories or transcripts ('-' reads stdin)")
+                   help="ledgers, traces, OpenTelemetry exports, histories or transcripts ('-' reads stdin); a "
+                        "directory is read recursively (its files in name order, hidden ones left out)")
     add_spec_option(p)
     add_format_option(p, meanings={"json": "every run's verdict, the input errors and the summary as one JSON "
                                             "document on stdout"})
     p.add_argument("--input-format", choices=INPUT_FORMATS, default="auto",
                    help="what the files hold (default: auto, decided per file)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="N parallel processes (default 1; 0 = one per CPU): files in parallel, or one ledger file "
-                        "split by run")
-    p.add_argument("--diagram", metavar="DIR",
-                   help="for each violating ledger run, draw its path on the spec machine into DIR/<run>/")
-    p.add_argument("--quiet", action="store_true", help="text: list only violating runs, not conforming ones")
+    add_jobs_option(p, "files in parallel, or one ledger file split by run")
+    add_out_option(p, "check", "for each violating run, its path drawn on the spec machine in DIR/<run>/ "
+                   "(--diagram DIR is the older spelling)", default=False, aliases=("--diagram",))
+    add_quiet_option(p, "the violating and unreadable runs and the summary line, not the conforming runs")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="a run without a terminal event at the end of its file (or a conversation ending with "
                         "unanswered calls) is not a violation")
@@ -126,7 +131,8 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
             tail = f"; verified {' '.join(rec.checks.get('verified', ())) or 'nothing'}" + tail
             if s.get("executions") is not None:
                 what += f", {s['executions']} execution(s)"
-        return f"{paint('ok', '32', color)}   {run} ({rec.input}, {_loc(rec)}, {n}): {printable(what)}{tail}"
+        head = f"{paint('ok', '32', color)}   {run} ({rec.input}, {_loc(rec)}, {n}): {printable(what)}{tail}"
+        return "\n".join([head, *_coverage_lines(rec)])
     if rec.verdict == "unreadable":
         return (f"{paint('UNREADABLE', '33;1', color)} {run} ({rec.input}, {printable(rec.file)}:{rec.error_line}): "
                 f"{printable(rec.error or '')}")
@@ -161,7 +167,26 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
         lines.append(f"  Checks: verified {' '.join(c.get('verified', ())) or 'none'}; assumed "
                      f"{' '.join(c.get('assumed', ())) or 'none'}; not witnessed "
                      f"{' '.join(c.get('notWitnessed', ())) or 'none'}")
+    lines += _coverage_lines(rec)
     return "\n".join(lines)
+
+
+def _coverage_lines(rec: RunRecord) -> list[str]:
+    """A telemetry run's notes (how its spans were read) and why each rule is verified, assumed or not witnessed,
+    one line per reason (the rules no GenAI trace records share the last line)."""
+    out = [f"  note: {printable(str(x))}" for x in (rec.summary or {}).get("notes", ())]
+    why = rec.checks.get("why") if rec.checks else None
+    if not isinstance(why, dict) or rec.input not in TELEMETRY_FORMATS:
+        return out
+    for key, label in (("verified", "verified"), ("assumed", "assumed"), ("notWitnessed", "not witnessed")):
+        groups: dict[str, list[str]] = {}
+        for r in rec.checks.get(key, ()):
+            if r in why:
+                groups.setdefault(why[r], []).append(r)
+        out += [f"  {label} {' '.join(rs)}: {printable(reason)}" for reason, rs in groups.items()]
+    if "others" in why:
+        out.append(f"  not witnessed, the others: {printable(why['others'])}")
+    return out
 
 
 def _safe_json(value: Json) -> str:
@@ -381,6 +406,28 @@ class _Reading:
                       finding="violation", phase=phase)
 
 
+def _next(args: argparse.Namespace, rec: RunRecord, diagram_dir: Path | None) -> None:
+    """The last lines of a check that found a violation: where its path is drawn, and what to run next."""
+    import shlex
+
+    doc = "docs/oracle.md; docs/cli.md#what-to-run-next"
+    rule = rec.violation.rule if rec.violation is not None else ""
+    if diagram_dir is not None and rec.trace is not None:
+        d = diagram_dir / _safe_name(rec.run)
+        next_step(f"loopspec diagram --trace {shlex.quote(str(d / 'path.json'))} --format svg --out "
+                  f"{default_out('diagram')}", f"run {printable(repr(rec.run))}'s path on the spec machine, the "
+                  f"failing step ({rule}) in red (also drawn in {printable(str(d))}/)", doc=doc)
+        return
+    files = " ".join(shlex.quote(f) for f in args.files)
+    if rec.trace is not None:
+        next_step(f"loopspec check {files} --quiet --out {default_out('check')}",
+                  f"the same check, drawing each violating run's path on the spec machine (first: "
+                  f"{printable(repr(rec.run))}, {rule})", doc=doc)
+    else:
+        next_step(f"loopspec check {files} --format json", f"every verdict with its events, for run "
+                  f"{printable(repr(rec.run))} ({rule})", doc=doc)
+
+
 def _diagram_dir(arg: str | None) -> Path | None:
     """``--diagram DIR``, checked before any work: a directory (or one that can be made) we can write."""
     if not arg:
@@ -391,9 +438,9 @@ def _diagram_dir(arg: str | None) -> Path | None:
         probe = probe.parent
     if not probe.is_dir():
         what = "is" if probe == d else f"is under {printable(str(probe))}, which is"
-        raise UsageError(f"--diagram {printable(arg)}: {what} not a directory")
+        raise UsageError(f"--out {printable(arg)}: {what} not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"--diagram {printable(arg)}: cannot write in {printable(str(probe))}")
+        raise UsageError(f"--out {printable(arg)}: cannot write in {printable(str(probe))}")
     return d
 
 
@@ -443,14 +490,31 @@ class ReportOut:
         return code if code else 2
 
 
+def expand_directories(files: list[str]) -> list[str]:
+    """Each directory among ``files`` as the files under it, recursively, in name order; files and directories
+    whose name starts with a dot are left out. A directory that holds no file is a usage error."""
+    out: list[str] = []
+    for f in files:
+        p = Path(f)
+        if f == "-" or not p.is_dir():
+            out.append(f)
+            continue
+        found = sorted(str(x) for x in p.rglob("*") if x.is_file()
+                       and not any(part.startswith(".") for part in x.relative_to(p).parts))
+        if not found:
+            raise UsageError(f"{printable(f)}: a directory that holds no file to check")
+        out += found
+    return out
+
+
 def handle(args: argparse.Namespace) -> int:
-    if args.jobs < 0:
-        raise UsageError("--jobs must be 0 (one per CPU) or more")
     if args.max_line_bytes < 1024:
         raise UsageError("--max-line-bytes must be at least 1024")
     if args.files.count("-") > 1:
         raise UsageError("stdin ('-') can be given once")
-    diagram_dir = _diagram_dir(args.diagram)
+    args.files = expand_directories(args.files)
+    diagram_dir = _diagram_dir(args.out)
+    first_violation: RunRecord | None = None
     check_report_paths(args)
     if args.validate:
         schema = default_spec_path().parent / "schema" / "ledger-event.schema.json"
@@ -464,10 +528,11 @@ def handle(args: argparse.Namespace) -> int:
     drawn = undrawn = 0
     shown: Counter[str] = Counter()  # input errors shown per file (the first MAX_ERRORS_SHOWN)
     line = progress_line(args)
-    reading = _Reading(args.files, parallel=args.jobs != 1 and len(args.files) > 1)
+    jobs = resolve_jobs(args.jobs)
+    reading = _Reading(args.files, parallel=jobs != 1 and len(args.files) > 1)
     reports = CheckReports(args, getattr(args, "argv", None)) if args.html or args.junit else None
     with line.ticking(lambda: reading.status(line.elapsed())):
-        for item, file_summary in results(args.files, args.input_format, opts, args.jobs, on_open=reading.opened,
+        for item, file_summary in results(args.files, args.input_format, opts, jobs, on_open=reading.opened,
                                              on_read=reading.reading):
             if item is _END:
                 assert file_summary is not None
@@ -491,6 +556,8 @@ def handle(args: argparse.Namespace) -> int:
                 rec = item
                 reading.runs += 1
                 reading.violations += rec.violation is not None
+                if first_violation is None and rec.violation is not None:
+                    first_violation = rec
                 if rec.verdict == "unreadable":
                     who = "" if repr(rec.run) in (rec.error or "") else f"run {rec.run!r}: "
                     print(f"loopspec check: error: {printable(rec.file)}:{rec.error_line}: {printable(who + (rec.error or ''))}",
@@ -516,6 +583,8 @@ def handle(args: argparse.Namespace) -> int:
         if diagram_dir is not None and drawn:
             out.line(f"diagrams of {drawn} violating run(s): {printable(str(diagram_dir))}/"
                      + (f" ({undrawn} could not be drawn)" if undrawn else ""))
+        if first_violation is not None and out.error is None:
+            _next(args, first_violation, diagram_dir)
     out.flush()
     code = total.exit_code
     if out.error is not None and not out.closed_by_reader:

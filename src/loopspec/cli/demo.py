@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ..support.text import compact, paint, table, use_color
-from ._common import EXIT_FOUND, EXIT_OK, add_format_option, add_spec_option
+from ._common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    add_format_option,
+    add_out_option,
+    add_progress_option,
+    add_quiet_option,
+    add_spec_option,
+    progress_line,
+)
 
 Facts = dict[str, Any]
 
@@ -39,11 +48,39 @@ def register(sub: Any) -> None:
     p.add_argument("--all", action="store_true", help="show every conformance case in detail, not only the seed cases")
     p.add_argument("--no-ledger", action="store_true", help="do not print the example run's ledger")
     p.add_argument("--engine-only", action="store_true", help="only the engine sections (1-3), not the tools (4-8)")
-    p.add_argument("--out", default="out/demo", metavar="DIR",
-                   help="where the tools sections write their files (default out/demo)")
+    add_out_option(p, "demo", "what the tools sections (4-8) write: cases, ledgers, diagrams")
     add_format_option(p, meanings={"json": "what each section found (exit codes, counts, files written) as one "
                                             "JSON document on stdout; the walkthrough text is not printed"})
+    add_quiet_option(p, "one line per section and the verdict, not the walkthrough")
+    add_progress_option(p)
     p.set_defaults(handler=handle)
+
+
+#: the demo's sections, in order (the progress line and --quiet name them)
+SECTIONS: tuple[str, ...] = ("the engine on the seed cases", "a whole run with its ledger", "a runaway model",
+                             "the model checker", "the fuzzer", "the oracle", "the diagram", "real agent frameworks")
+
+
+class _Sections:
+    """The progress line of a demo run: which section it is in (shown on a terminal, or with --progress)."""
+
+    def __init__(self, args: argparse.Namespace | None) -> None:
+        self.line = progress_line(args) if args is not None else None
+
+    def enter(self, n: int) -> None:
+        if self.line is None:
+            return
+        from ..support.progress import Status
+
+        self.line.update(Status("loopspec demo", self.line.elapsed(), n - 1, len(SECTIONS), "sections",
+                                phase=f"{n}. {SECTIONS[n - 1]}"), now=True)
+
+    def done(self) -> None:
+        if self.line is not None:
+            self.line.clear()
+
+
+_NO_PROGRESS = _Sections(None)
 
 
 def _call(c: Any) -> str:
@@ -218,7 +255,8 @@ def tamper_replay(ndjson: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def tools_section(color: bool, out_dir: str, run: Any, facts: Facts | None = None) -> bool:
+def tools_section(color: bool, out_dir: str, run: Any, facts: Facts | None = None,
+                  sections: _Sections = _NO_PROGRESS) -> bool:
     """Sections 4-8: the model checker, the fuzzer, the oracle (on ``run``'s ledger, section 2's run), a
     diagram and the real frameworks, each via its command."""
     import shlex
@@ -228,6 +266,7 @@ def tools_section(color: bool, out_dir: str, run: Any, facts: Facts | None = Non
     ok = True
     out = Path(out_dir)
 
+    sections.enter(4)
     print(paint("== 4. The model checker: every behaviour within a bound", "1", color))
     print("loopspec verify   (the default bounds of spec/bounds.toml; about 10 s)")
     code, text, err = _cli(["verify"])
@@ -243,6 +282,7 @@ def tools_section(color: bool, out_dir: str, run: Any, facts: Facts | None = Non
     ok = ok and ok4
 
     executor = example_executor()
+    sections.enter(5)
     print(paint("\n== 5. The fuzzer: drive an implementation over the adapter protocol", "1", color))
     if executor is None:
         print("  (the example executor, examples/python/executor.py, is not here: this section is skipped)")
@@ -263,6 +303,7 @@ def tools_section(color: bool, out_dir: str, run: Any, facts: Facts | None = Non
         facts["fuzz"] = {"ok": ok5, "correct": {"exit": code}, "buggy": {"exit": bcode, "cases": [str(f) for f in found]}}
         ok = ok and ok5
 
+    sections.enter(6)
     print(paint("\n== 6. The oracle: check recorded runs", "1", color))
     ledger = run.ledger.to_ndjson()
     good = out / "runs.ndjson"
@@ -284,11 +325,13 @@ def tools_section(color: bool, out_dir: str, run: Any, facts: Facts | None = Non
                        "tampered": {"ledger": str(bad), "exit": tcode}}
     ok = ok and ok6
 
+    sections.enter(7)
     print(paint("\n== 7. Diagrams: the run drawn on the spec machine", "1", color))
     code, text, err = _cli(["diagram", "--trace", str(good), "--out", str(out / "diagrams")])
     print(_indent(text + err, 8))
     facts["diagram"] = {"ok": code == 0, "exit": code, "files": text.split()}
     ok = ok and code == 0
+    sections.enter(8)
     ok = frameworks_section(color, out, facts) and ok
     print(f"\n(everything above was written under {out}/)\n")
     return ok
@@ -348,20 +391,32 @@ def frameworks_section(color: bool, out: Path, facts: Facts | None = None) -> bo
 
 
 def run_demo(args: argparse.Namespace, color: bool, facts: Facts) -> bool:
-    ok = batch_section(args.all, color, facts)
-    ok_loop, run = loop_section(color, not args.no_ledger, facts)
-    ok = ok_loop and ok
-    if not args.engine_only:
-        ok = tools_section(color, args.out, run, facts) and ok
+    sections = _Sections(args)
+    try:
+        sections.enter(1)
+        ok = batch_section(args.all, color, facts)
+        sections.enter(2)
+        ok_loop, run = loop_section(color, not args.no_ledger, facts)
+        ok = ok_loop and ok
+        if not args.engine_only:
+            ok = tools_section(color, args.out, run, facts, sections) and ok
+    finally:
+        sections.done()
     return ok
 
 
 def handle(args: argparse.Namespace) -> int:
     facts: Facts = {}
-    if args.format == "json":
+    if args.format == "json" or args.quiet:
         with contextlib.redirect_stdout(io.StringIO()):
             ok = run_demo(args, False, facts)
-        print(json.dumps({"format": "loopspec-demo/1", "ok": ok, "sections": facts}, indent=2, ensure_ascii=False))
+        if args.format == "json":
+            print(json.dumps({"format": "loopspec-demo/1", "ok": ok, "sections": facts}, indent=2,
+                             ensure_ascii=False))
+            return EXIT_OK if ok else EXIT_FOUND
+        for name, f in facts.items():
+            print(f"{name}: {'ok' if f.get('ok') else 'MISMATCH'}")
+        print("demo: everything matches the spec" if ok else "demo: MISMATCH (run without --quiet to see it)")
         return EXIT_OK if ok else EXIT_FOUND
     color = use_color()
     ok = run_demo(args, color, facts)

@@ -1,20 +1,22 @@
 """``loopspec diagram``: render the spec's diagrams, optionally with a trace or coverage overlay.
 
-Writes, into ``--out`` (default ``diagrams/``), for each diagram one file per format:
+Writes, into ``--out`` (default ``loopspec-out/diagram``), for each diagram one file per format:
 
 * ``machine.*`` — the loop machine; ``check-order.*`` — the per-call check order (R1); ``writes.*`` —
   one write's operation in the operation ledger (section 6, from ``writes.toml`` beside the spec);
 * with ``--trace`` / ``--coverage``: only the overlaid machine, ``machine-trace.*``,
   ``machine-coverage.*`` or ``machine-trace-coverage.*``.
 
-Formats: ``dot`` (Graphviz source), ``svg`` and ``png`` (rendered by Graphviz's ``dot``),
-``mermaid`` (``.mmd``, renders on GitHub) and ``md`` (Markdown tables). Without ``--format`` every
-format is written.
+Formats (``--render``, repeatable): ``dot`` (Graphviz source), ``svg`` and ``png`` (rendered by
+Graphviz's ``dot``), ``mermaid`` (``.mmd``, renders on GitHub) and ``md`` (Markdown tables). Without
+``--render`` every format is written. ``--format`` is the report, as on every command: ``text`` lists
+the files written, ``json`` prints them as one JSON document; the older ``--format svg`` (any file
+format) still means ``--render svg``.
 
 Exit codes: 0 when every requested file was written. When Graphviz's ``dot`` is not installed the
 text formats are still written and one line says how to install it; that is exit 0 when no format
 was asked for (svg/png are then skipped), and **exit 2** when ``--format svg`` or ``--format png``
-was asked for explicitly (the command could not do what it was told). Unreadable or malformed
+was asked for explicitly with ``--render`` (the command could not do what it was told). Unreadable or malformed
 overlay input: a one-line error naming the file and line, exit 2.
 """
 
@@ -27,7 +29,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..support.text import printable, write_atomic
-from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_spec_option
+from ._common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    FORMAT_HELP,
+    UsageError,
+    add_out_option,
+    add_progress_option,
+    add_quiet_option,
+    add_spec_option,
+)
 
 if TYPE_CHECKING:
     from ..spec.loader import Spec
@@ -36,6 +47,8 @@ if TYPE_CHECKING:
 # needs only register()
 
 FORMATS: Final = ("svg", "png", "dot", "mermaid", "md")
+#: --format's report formats (a file format given to --format means --render, the older spelling)
+REPORTS: Final = ("text", "json")
 EXTENSION: Final = {"svg": "svg", "png": "png", "dot": "dot", "mermaid": "mmd", "md": "md"}
 RENDERED: Final = ("svg", "png")
 PNG_DPI: Final = 144
@@ -53,9 +66,15 @@ def register(sub: Any) -> None:
         epilog="Exit codes: 0 written; 2 usage error, unreadable input, or an explicitly requested svg/png "
                "that Graphviz could not produce.",
     )
-    p.add_argument("--format", action="append", choices=FORMATS,
-                   help="a format to write (repeatable; default: all of them)")
-    p.add_argument("--out", default="diagrams", metavar="DIR", help="output directory (default: diagrams/)")
+    p.add_argument("--render", action="append", choices=FORMATS, metavar="{" + ",".join(FORMATS) + "}",
+                   help="a file format to write (repeatable; default: all of them)")
+    p.add_argument("--format", action="append", choices=(*REPORTS, *FORMATS), metavar="{text,json}",
+                   help=f"how to print the report: text ({FORMAT_HELP['text']}: the files written), json (the files "
+                        "written as one JSON document on stdout); default: text. A file format here (svg, png, dot, "
+                        "mermaid, md) still means --render, as it used to")
+    add_out_option(p, "diagram", "one file per diagram and format (machine.svg, check-order.dot, ...)")
+    add_quiet_option(p, "errors, not the files written")
+    add_progress_option(p)  # accepted for one vocabulary; rendering takes about a second
     add_spec_option(p)
     p.add_argument("--trace", metavar="FILE",
                    help='draw a path: {"path": [...], "failed": n} (transition-path.schema.json) or a run ledger (NDJSON)')
@@ -154,8 +173,14 @@ def handle(args: argparse.Namespace) -> int:
 
     from ..spec.loader import load_spec
 
-    formats = tuple(dict.fromkeys(args.format)) if args.format else FORMATS
-    explicit = bool(args.format)
+    given = args.format or []
+    reports = [f for f in given if f in REPORTS]
+    if len(set(reports)) > 1:
+        raise UsageError("--format: give text or json, not both")
+    report = reports[0] if reports else "text"
+    wanted = [*(args.render or []), *(f for f in given if f in FORMATS)]
+    formats = tuple(dict.fromkeys(wanted)) if wanted else FORMATS
+    explicit = bool(wanted)
     if args.run is not None and not (args.trace or args.coverage):
         raise UsageError("--run picks a run of a ledger given with --trace or --coverage")
     spec = load_spec(args.spec)
@@ -163,6 +188,7 @@ def handle(args: argparse.Namespace) -> int:
     out = Path(args.out)
     no_dot = False
     failed: list[str] = []
+    written: list[str] = []
     for job in todo:
         for fmt in formats:
             path = out / f"{job.stem}.{EXTENSION[fmt]}"
@@ -186,11 +212,18 @@ def handle(args: argparse.Namespace) -> int:
                     failed.append(f"{path}: Graphviz failed: {err[0] if err else exc.returncode}")
                     continue
                 write_atomic(path, data)
-            print(path)
+            written.append(str(path))
+            if report == "text" and not args.quiet:
+                print(path)
     if no_dot:
         print(f"loopspec diagram: {INSTALL_HINT}", file=sys.stderr)
     for f in failed:
         print(f"loopspec diagram: error: {f}", file=sys.stderr)
-    if failed or (no_dot and explicit and any(f in RENDERED for f in formats)):
-        return EXIT_USAGE
-    return EXIT_OK
+    code = EXIT_USAGE if failed or (no_dot and explicit and any(f in RENDERED for f in formats)) else EXIT_OK
+    if report == "json":
+        import json
+
+        print(json.dumps({"format": "loopspec-diagram/1", "ok": code == EXIT_OK, "out": str(out), "files": written,
+                          "skipped": [f for f in RENDERED if f in formats] if no_dot else [], "errors": failed},
+                         indent=2, ensure_ascii=False))
+    return code

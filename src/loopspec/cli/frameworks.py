@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import EXIT_OK, UsageError
+from ._common import EXIT_OK, UsageError, add_format_option, add_progress_option, add_quiet_option
 
 
 def register(sub: Any) -> None:
@@ -23,6 +23,10 @@ def register(sub: Any) -> None:
                            description="install a framework runtime ahead of its first use")
     inst.add_argument("runtime", choices=["js"],
                       help="js: the npm packages of ai-sdk, openai-agents-js, langgraph-js, mastra (npm ci)")
+    add_format_option(inst, what="where the runtime was installed",
+                      meanings={"json": "one JSON document on stdout: the runtime and its directory"})
+    add_quiet_option(inst, "errors, not the directory")
+    add_progress_option(inst)  # accepted for one vocabulary; npm prints its own progress
     p.set_defaults(handler=handle)
 
 
@@ -33,5 +37,10 @@ def handle(args: argparse.Namespace) -> int:
         where = ensure_installed()
     except NodeMissing as exc:
         raise UsageError(str(exc)) from None
-    print(where)
+    if getattr(args, "format", "text") == "json":
+        import json
+
+        print(json.dumps({"runtime": args.runtime, "directory": str(where)}))
+    elif not getattr(args, "quiet", False):
+        print(where)
     return EXIT_OK

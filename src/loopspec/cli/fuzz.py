@@ -20,9 +20,15 @@ from ._common import (
     EXIT_OK,
     UsageError,
     add_format_option,
+    add_jobs_option,
+    add_out_option,
     add_progress_option,
+    add_quiet_option,
     add_spec_option,
+    default_out,
+    next_step,
     progress_line,
+    resolve_jobs,
 )
 from ._reports import add_report_options, check_report_paths, fuzz_report, write_reports
 
@@ -54,11 +60,18 @@ def seconds(text: str) -> float:
     return v
 
 
+def impl_help() -> str:
+    """``--impl``'s help, naming every framework of the registry (:data:`loopspec.frameworks.FRAMEWORKS`)."""
+    from ..frameworks import FRAMEWORKS
+
+    return ("the command that starts the implementation (it speaks spec/PROTOCOL.md on stdin/stdout; the shipped "
+            "example: 'python -m loopspec.examples.executor'), or a framework run in process: "
+            f"{', '.join(FRAMEWORKS)} (NAME[setting=value] for another setting), or module:attr (an Executor "
+            "subclass or factory)")
+
+
 def add_impl_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--impl", required=True, metavar="CMD",
-                   help="the command that starts the implementation (it speaks spec/PROTOCOL.md on stdin/stdout), "
-                        "or a framework run in process: pydantic-ai, openai-agents, langgraph, or module:attr "
-                        "(an Executor subclass or factory)")
+    p.add_argument("--impl", required=True, metavar="CMD", help=impl_help())
     p.add_argument("--timeout", type=seconds, default=10.0, metavar="S",
                    help="seconds to wait for each message from the implementation (default 10)")
     p.add_argument("--cwd", help="working directory for the implementation")
@@ -83,8 +96,7 @@ def register(sub: Any) -> None:
     p.add_argument("--max-calls", type=positive, default=6, metavar="N", help="calls per batch or round (default 6)")
     p.add_argument("--seed", type=int, help="random seed (printed, and recorded in every case, when not given); "
                    "the same seed gives the same campaign")
-    p.add_argument("--out", default="loopspec-fuzz", metavar="DIR",
-                   help="where cases, explanations, campaign.json and coverage.json go (default ./loopspec-fuzz)")
+    add_out_option(p, "fuzz", "cases, explanations, campaign.json and coverage.json")
     p.add_argument("--isolation", choices=("campaign", "example"), default="campaign",
                    help="campaign (default): one implementation process for all examples (a new one only after "
                         "a protocol failure); example: a fresh process for every example (slower). Reported cases "
@@ -96,8 +108,7 @@ def register(sub: Any) -> None:
                    help="stop at the first reduced case (as pytest -x): its case is on disk as soon as it is reduced")
     p.add_argument("--time-budget", type=seconds, metavar="S",
                    help="start no new example after S seconds (for CI); what was found is still reduced")
-    p.add_argument("--jobs", type=positive, default=1, metavar="N",
-                   help="run the examples on N implementation processes in N worker processes (default 1)")
+    add_jobs_option(p, "the examples run on N implementation processes in N worker processes")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="shard the campaign over the workers of the Dask scheduler at ADDRESS (each worker starts "
                         "its own implementation; --jobs sets the number of shards); needs loopspec[dask]")
@@ -111,7 +122,7 @@ def register(sub: Any) -> None:
                       meanings={"json": "one JSON document on stdout: the parameters, every finding with its "
                                         "explanation, the statistics and the spec coverage"})
     add_progress_option(p)
-    p.add_argument("--quiet", action="store_true", help="print only the summary line")
+    add_quiet_option(p)
     add_report_options(p)
     p.set_defaults(handler=handle)
 
@@ -208,7 +219,7 @@ def handle(args: argparse.Namespace) -> int:
             raise UsageError("--tools: --mode writes needs a declared tool that is a write (annotations without "
                              "readOnlyHint true, and a property to key it by)")
     strict_result = None
-    jobs = args.jobs if args.dask is None else max(args.jobs, 2)
+    jobs = resolve_jobs(args.jobs) if args.dask is None else max(resolve_jobs(args.jobs), 2)
     try:
         factory = open_factory(args, args.mode, stderr_log=log)
         try:
@@ -348,5 +359,24 @@ def print_summary(result: Any, out: Any, args: argparse.Namespace, color: bool) 
             print("loop examples with: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
     if not result.ok or not args.quiet:
         print(f"campaign: {out / 'campaign.json'}")
+    if not result.ok:
+        _next(result, out, args)
+
+
+def _next(result: Any, out: Any, args: argparse.Namespace) -> None:
+    """The last lines of a campaign that found something: the first case's path on the diagram, its
+    explanation, and the command that replays it (to run after a fix)."""
+    from shlex import quote
+
+    f = result.findings[0]
+    case = out / f"{f.cause}.json"
+    path = out / f"{f.cause}.path.json"
+    also = [(f"cat {quote(str(out / (f.cause + '.txt')))}", "the reduced case, step by step, explained")]
+    if path.is_file():
+        also.append((f"loopspec diagram --trace {quote(str(path))} --render svg --out {default_out('diagram')}",
+                     "its path on the spec machine, the failing step in red"))
+    next_step(f"loopspec replay {quote(str(case))} --impl {quote(args.impl)}",
+              "reruns the case exactly: it exits 0 once the implementation is fixed", also=also,
+              doc=f"spec/SPEC.md, rule {f.rule}; docs/cli.md#what-to-run-next")
 
 

@@ -24,7 +24,7 @@ import sys
 import threading
 from typing import Any
 
-from ._common import EXIT_USAGE, UsageError, add_spec_option
+from ._common import EXIT_USAGE, UsageError, add_format_option, add_quiet_option, add_spec_option
 from ._reports import CheckReports, add_report_options, check_report_paths
 
 
@@ -69,6 +69,10 @@ def register(sub: Any) -> None:
                    help="send every accepted request on, unchanged, to this OTLP/HTTP endpoint "
                         "(e.g. http://collector:4318/v1/traces)")
     add_spec_option(p)
+    add_format_option(p, ("json", "text"), what="each run's verdict",
+                      meanings={"json": "one NDJSON object per run on stdout, as check --format json lists it",
+                                "text": "one line per run, for people"})
+    add_quiet_option(p, "the verdicts of runs that violate the spec or cannot be read, not the conforming ones")
     add_report_options(p)
     p.set_defaults(handler=handle)
 
@@ -87,7 +91,8 @@ def handle(args: argparse.Namespace) -> int:
 
     host, port = args.listen
     settings = Settings(host=host, port=port, idle=args.idle, max_open_runs=args.max_open_runs,
-                        max_held_spans=args.max_held_spans, max_body_bytes=args.max_body_bytes, forward=args.forward)
+                        max_held_spans=args.max_held_spans, max_body_bytes=args.max_body_bytes, forward=args.forward,
+                        format=args.format, quiet=args.quiet)
     reports = (CheckReports(args, getattr(args, "argv", None), command="monitor",
                             sources=[f"http://{host}:{port}/v1/traces"]) if args.html or args.junit else None)
     mon = Monitor(settings, default_spec(), on_record=reports.record if reports else None,

@@ -10,10 +10,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from ..support.text import paint, use_color
-from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_spec_option
+from ._common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    UsageError,
+    add_format_option,
+    add_progress_option,
+    add_quiet_option,
+    add_spec_option,
+    default_out,
+    next_step,
+    progress_line,
+)
 from .fuzz import add_impl_options, open_factory
 
 
@@ -27,12 +40,12 @@ def register(sub: Any) -> None:
     add_format_option(p, what="the replay's result",
                       meanings={"json": "one JSON document on stdout: ok, the failing step, every step's verdict "
                                         "and trace"})
+    add_quiet_option(p, "the verdict (a directory: the cases that still diverge and the count)")
+    add_progress_option(p)
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from ..fuzz._model import CaseError, load_case
     from ..fuzz._run import replay_case
 
@@ -55,6 +68,8 @@ def handle(args: argparse.Namespace) -> int:
         return EXIT_OK if rr.ok else EXIT_FOUND
     color = use_color(sys.stdout)
     for i, v in enumerate(rr.verdicts):
+        if args.quiet:
+            break
         mark = paint("ok", "32", color) if v.ok else paint(f"DIVERGES: {v.violation.rule}", "31;1", color)  # type: ignore[union-attr]
         print(f"step {i + 1}/{len(case['steps'])}: {mark}")
     if rr.ok:
@@ -64,6 +79,12 @@ def handle(args: argparse.Namespace) -> int:
     assert v is not None
     print(f"\n{v.rule} {v.kind}" + (f", invariant {v.invariant}" if v.invariant else ""))
     print(v.explanation)
+    path = Path(args.case).with_suffix(".path.json")
+    also = [(f"loopspec diagram --trace {quote(str(path))} --out {default_out('diagram')}",
+             "the failing step's path drawn on the spec machine")] if path.is_file() else []
+    next_step(f"loopspec replay {quote(args.case)} --impl {quote(args.impl)}",
+              "run it again after a fix: it exits 0 once the implementation matches the spec",
+              also=also, doc=f"spec/SPEC.md, rule {v.rule}; docs/cli.md#what-to-run-next")
     return EXIT_FOUND
 
 
@@ -84,8 +105,13 @@ def replay_dir(args: argparse.Namespace, where: Any) -> int:
             raise UsageError(str(exc)) from None
     factories: dict[str, Any] = {}
     rows = []
+    line = progress_line(args)
     try:
         for p, case in cases:
+            from ..support.progress import Status
+
+            line.update(Status("loopspec replay", line.elapsed(), len(rows), len(cases), "cases",
+                               findings=sum(1 for r in rows if not r[1].ok), finding="diverging case"))
             mode = case["steps"][0].get("kind", "batch")
             if mode not in factories:
                 factories[mode] = open_factory(args, mode)
@@ -93,6 +119,7 @@ def replay_dir(args: argparse.Namespace, where: Any) -> int:
             v = rr.verdict.violation if rr.verdict is not None else None
             rows.append((p, rr, v))
     finally:
+        line.clear()
         for f in factories.values():
             f.close()
     failing = [r for r in rows if not r[1].ok]
@@ -104,7 +131,14 @@ def replay_dir(args: argparse.Namespace, where: Any) -> int:
         return EXIT_FOUND if failing else EXIT_OK
     color = use_color(sys.stdout)
     for p, rr, v in rows:
+        if args.quiet and rr.ok:
+            continue
         mark = paint("passes", "32", color) if rr.ok else paint(f"DIVERGES: {v.rule}-{v.kind}", "31;1", color)  # type: ignore[union-attr]
         print(f"{p.name}: {mark}")
     print(f"{len(rows)} case(s): {len(rows) - len(failing)} pass, {len(failing)} still diverge")
+    if failing:
+        first = failing[0][0]
+        next_step(f"loopspec replay {quote(str(first))} --impl {quote(args.impl)}",
+                  "the first case that still diverges, step by step with its explanation",
+                  doc="docs/cli.md#what-to-run-next")
     return EXIT_FOUND if failing else EXIT_OK

@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from ..support.text import table
-from ._common import EXIT_FOUND, EXIT_OK, add_format_option, add_spec_option
+from ._common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    add_format_option,
+    add_progress_option,
+    add_quiet_option,
+    add_spec_option,
+)
 
 
 def register(sub: Any) -> None:
@@ -23,6 +30,8 @@ def register(sub: Any) -> None:
     p.add_argument("--rules", metavar="FILE",
                    help="the rules text (SPEC.md) to check rule citations against (default: SPEC.md next to the spec)")
     add_format_option(p, meanings={"json": "the machine, its rules and problems as one JSON document on stdout"})
+    add_quiet_option(p, "the summary line and the problems, not the transitions")
+    add_progress_option(p)  # accepted for one vocabulary; validating a spec takes well under a second
     p.set_defaults(handler=handle)
 
 
@@ -50,6 +59,10 @@ def handle(args: argparse.Namespace) -> int:
         print(f"{spec.name} {spec.version}: {len(spec.states)} states, {len(spec.transitions)} transitions, "
               f"{len(spec.guards)} guards, {len(spec.codes)} codes, {len(spec.invariants)} invariants, "
               + (f"{len(rules)} rules" if found else "rules not checked (no SPEC.md next to the spec)"))
+        if args.quiet:
+            for p in problems:
+                print(f"problem: {p}")
+            return EXIT_FOUND if problems else EXIT_OK
         rows = [[t.id, t.name, ",".join(t.sources), t.trigger, t.guard_label(), t.dest, t.code or t.stop_reason or (t.escalates and f"<{t.escalates}>") or ""]
                 for t in spec.transitions]
         print(table(["id", "name", "source", "trigger", "guards", "dest", "code/stop"], rows))

@@ -7,7 +7,17 @@ from typing import Any
 
 from ..support import safejson
 from ..support.text import compact, paint, printable, table, use_color
-from ._common import EXIT_FOUND, EXIT_OK, UsageError, add_format_option, add_spec_option
+from ._common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    UsageError,
+    add_format_option,
+    add_progress_option,
+    add_quiet_option,
+    add_spec_option,
+    next_step,
+    progress_line,
+)
 
 
 def register(sub: Any) -> None:
@@ -25,6 +35,8 @@ def register(sub: Any) -> None:
                    help="run the loop vectors (conformance/loop.json next to the spec) instead of the batch vectors")
     p.add_argument("--case", action="append", default=[], metavar="ID", help="run only this case id (repeatable)")
     add_format_option(p, meanings={"json": "the count, the failing case ids and their differences, on stdout"})
+    add_quiet_option(p, "the failing vectors and the count of those that pass")
+    add_progress_option(p)
     p.set_defaults(handler=handle)
 
 
@@ -43,13 +55,18 @@ def handle(args: argparse.Namespace) -> int:
     cases = [c for c in doc["cases"] if not args.case or c["id"] in args.case]
     if args.case and len(cases) != len(set(args.case)):
         raise UsageError(f"unknown case id among {args.case}")
+    from ..support.progress import Status
+
+    line = progress_line(args)
     results = []
     for c in cases:
+        line.update(Status("loopspec vectors", line.elapsed(), len(results), len(cases), "vectors"))
         try:
             results.append(run_vector(c, doc.get("toolsets", {})))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # a case the engine refuses
             where = args.file or "the shipped vectors"
             raise UsageError(f"{where}: case {c['id']!r} cannot be run: {type(exc).__name__}: {exc}") from None
+    line.clear()
     failed = [r for r in results if not r.passed]
     if args.format == "json":
         print(safejson.dumps({
@@ -61,12 +78,17 @@ def handle(args: argparse.Namespace) -> int:
         rows = [
             [printable(r.case_id), paint("pass", "32", color) if r.passed else paint("FAIL", "31;1", color),
              str(r.observed["executed"]), printable(compact(r.observed["aborted"], 40))]
-            for r in results
+            for r in results if not (args.quiet and r.passed)
         ]
-        print(table(["case", "verdict", "executed", "aborted"], rows))
+        if rows:
+            print(table(["case", "verdict", "executed", "aborted"], rows))
         for r in failed:
             print(f"\n{printable(r.case_id)}:")
             for d in r.diff():
                 print(f"  {printable(d)}")
-        print(f"\n{len(results) - len(failed)}/{len(results)} vectors pass")
+        print(("\n" if rows else "") + f"{len(results) - len(failed)}/{len(results)} vectors pass")
+        if failed:
+            next_step("loopspec vectors --case " + " --case ".join(r.case_id for r in failed[:3])
+                      + (" --loop" if loop else "") + " --format json",
+                      "each failing vector's expected and observed fields", doc="spec/conformance/README.md")
     return EXIT_FOUND if failed else EXIT_OK

@@ -25,8 +25,12 @@ from ._common import (
     EXIT_OK,
     UsageError,
     add_format_option,
+    add_out_option,
     add_progress_option,
+    add_quiet_option,
     add_spec_option,
+    default_out,
+    next_step,
     progress_line,
 )
 from ._reports import add_report_options, check_report_paths, verify_report, write_reports
@@ -52,9 +56,10 @@ def register(sub: Any) -> None:
                    help="explore only this scope (repeatable); scopes marked slow are explored only when named")
     add_format_option(p, meanings={"json": "the loopspec-verify/1 report on stdout, for programs"})
     add_report_options(p)
-    p.add_argument("--out", metavar="DIR", help="write verify.json, coverage.json and, on a violation, "
-                   "counterexample.json, counterexample.txt and trace.json")
+    add_out_option(p, "verify", "verify.json, coverage.json and, on a violation, counterexample.json, "
+                   "counterexample.txt and trace.json", default=False)
     add_progress_option(p)
+    add_quiet_option(p, "the verdict line and the counterexample, not the table of scopes")
     p.add_argument("--model", choices=("fast", "reference"), default="fast",
                    help="fast (default): compact states stepped by the core on a window; reference: whole "
                         "RunStates (slow; for cross-checking)")
@@ -63,7 +68,8 @@ def register(sub: Any) -> None:
     p.add_argument("--variant", metavar="NAME",
                    help="explore a broken variant of the must-fail corpus instead of the core (see --mutants)")
     p.add_argument("--update-expected", action="store_true",
-                   help="write the figures found as the expected ones into the bounds file")
+                   help="write the figures found as the expected ones into the bounds file (refused for the bounds "
+                        "file of an installed loopspec: copy the spec directory and give --spec or --bounds)")
     p.add_argument("--crosscheck", action="store_true",
                    help="check the checker at these bounds (use small ones): the fast model against whole "
                         "RunStates, and deduplicated exploration against every history separately")
@@ -131,6 +137,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.update_expected and (args.bound or args.model != "fast" or args.variant):
         raise UsageError("--update-expected records the committed bounds with the core and the fast model: "
                          "drop --bound/--model/--variant")
+    if args.update_expected:
+        _check_writable_bounds(args)
     prog = _Progress(args)
     started = time.perf_counter()
     results = []
@@ -205,7 +213,9 @@ def handle(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
-        _text(report, results, expected_diffs, explain(lifted) if lifted else crash_text)
+        _text(report, results, expected_diffs, explain(lifted) if lifted else crash_text, quiet=args.quiet)
+        if not report["passed"]:
+            _next(args)
     code = EXIT_OK if report["passed"] else EXIT_FOUND
     if args.html or args.junit:
         rep = verify_report(args, report, results, explain(lifted) if lifted else crash_text,
@@ -216,6 +226,42 @@ def handle(args: argparse.Namespace) -> int:
         print("loopspec verify: the figures differ from [scope.*.expected] in the bounds file; if the change is "
               "intended, run `loopspec verify --update-expected` and commit it", file=sys.stderr)
     return EXIT_OK if report["passed"] else EXIT_FOUND
+
+
+def _package_dir() -> Path:
+    """The directory of the loopspec package this process imported."""
+    return Path(__file__).resolve().parents[1]
+
+
+def _check_writable_bounds(args: argparse.Namespace) -> None:
+    """``--update-expected`` never writes into an installed loopspec (site-packages): the bounds file it would
+    change must lie outside the package directory. A source checkout's ``spec/bounds.toml`` is outside it."""
+    from ..checker.bounds import default_bounds_path
+
+    path = (Path(args.bounds) if args.bounds else default_bounds_path()).resolve()
+    if path.is_relative_to(_package_dir()):
+        raise UsageError(
+            f"--update-expected would write into the installed loopspec package ({path}); it records the "
+            "figures of a spec you maintain. Copy the spec directory and run on the copy: "
+            "`cp -r \"$(python -c 'import loopspec.spec.base as b; print(b.shipped_spec_path().parent)')\" my-spec && "
+            "loopspec verify --spec my-spec/loop.toml --update-expected`")
+
+
+def _next(args: argparse.Namespace) -> None:
+    """The last lines of a failing verify: the counterexample's path on the diagram and what to run next."""
+    from shlex import quote
+
+    argv = [a for a in getattr(args, "argv", None) or ["verify"]]
+    if args.out:
+        trace = Path(args.out) / "trace.json"
+        next_step(f"loopspec diagram --trace {quote(str(trace))} --out {default_out('diagram')}",
+                  "the counterexample's path drawn on the spec machine",
+                  also=[(f"cat {quote(str(Path(args.out) / 'counterexample.txt'))}", "the counterexample, explained")],
+                  doc="docs/verify.md; docs/cli.md#what-to-run-next")
+    else:
+        cmd = "loopspec " + " ".join(quote(a) for a in argv) + f" --out {default_out('verify')}"
+        next_step(cmd, "the same check, writing counterexample.json and trace.json (for loopspec diagram --trace)",
+                  doc="docs/verify.md; docs/cli.md#what-to-run-next")
 
 
 def _figures(ex: Any) -> dict[str, Any]:
@@ -260,8 +306,18 @@ def _write_out(out: Path, report: dict[str, Json], coverage: Counter[str], spec_
             write_atomic(out / "counterexample.txt", text)
 
 
-def _text(report: dict[str, Json], results: list[Any], diffs: list[str], cx_text: str | None) -> None:
+def _text(report: dict[str, Json], results: list[Any], diffs: list[str], cx_text: str | None, *,
+          quiet: bool = False) -> None:
     color = use_color()
+    if quiet:
+        if cx_text:
+            print(cx_text, end="")
+        for d in diffs:
+            print(f"expected figures differ: {d}")
+        verdict = "all invariants hold in every state within the bounds" if report["passed"] else \
+            "a counterexample was found"
+        print(f"{paint('PASS', '32;1', color) if report['passed'] else paint('FAIL', '31;1', color)}: {verdict}")
+        return
     rows = []
     for ex in results:
         rows.append([

@@ -56,6 +56,10 @@ class Settings:
     forward_queue: int = 1_000
     forward_timeout: float = 10.0
     remember_closed: int = 100_000
+    #: how each verdict is printed: "json" (one NDJSON object per run) or "text" (one line per run, for people)
+    format: str = "json"
+    #: print only the verdicts of runs that did not conform
+    quiet: bool = False
 
 
 class Metrics:
@@ -88,16 +92,38 @@ class Metrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
-class Output:
-    """NDJSON lines on a stream; a reader that goes away does not stop the monitor (nor change its exit code)."""
+def text_line(obj: Json) -> str:
+    """A verdict (check's JSON object for one run, with its ``monitor`` field) as one line for people."""
+    from ..support.text import printable
 
-    def __init__(self, out: IO[str], err: IO[str]) -> None:
+    mon = obj.get("monitor") or {}
+    where = f"trace {mon.get('trace')}, closed by {mon.get('closedBy')}"
+    run = printable(str(obj.get("run")))
+    if obj.get("verdict") == "conforms":
+        return f"ok   {run} ({where}, {obj.get('events')} events)"
+    v = obj.get("violation")
+    if v:
+        last = (v.get("explanation") or "").strip().splitlines()
+        return (f"FAIL {run} ({where}): {v.get('rule')} {v.get('kind')}"
+                + (f": {printable(last[-1])}" if last else ""))
+    err = obj.get("error") or {}
+    return f"UNREADABLE {run} ({where}): {printable(str(err.get('message', '')))}"
+
+
+class Output:
+    """NDJSON lines (or, with ``fmt="text"``, one line per verdict for people) on a stream; a reader that goes
+    away does not stop the monitor (nor change its exit code). ``quiet``: conforming runs are not printed."""
+
+    def __init__(self, out: IO[str], err: IO[str], fmt: str = "json", quiet: bool = False) -> None:
         self.out, self.err = out, err
+        self.fmt, self.quiet = fmt, quiet
         self.lock = threading.Lock()
         self.closed = False
 
     def line(self, obj: Json) -> None:
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        if self.quiet and obj.get("verdict") == "conforms":
+            return
+        text = text_line(obj) if self.fmt == "text" else json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
         with self.lock:
             if self.closed:
                 return
@@ -130,7 +156,7 @@ class Monitor:
         self.on_error = on_error
         self.spec = spec
         self.clock = clock
-        self.output = Output(out or sys.stdout, err or sys.stderr)
+        self.output = Output(out or sys.stdout, err or sys.stderr, settings.format, settings.quiet)
         self.metrics = Metrics()
         self.traces = OpenTraces(idle=settings.idle, max_open=settings.max_open_runs,
                                  remember=settings.remember_closed)
