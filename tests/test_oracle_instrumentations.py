@@ -196,3 +196,53 @@ def test_summary_events_are_the_runs_events() -> None:
     for name, _ in _all_records():
         res = check_file(str(GOLDEN / name))
         assert res.summary.events == sum(r.events for r in res.records), name
+
+
+def test_every_assumption_in_a_summary_says_why() -> None:
+    for p in sorted((GOLDEN / "expected").glob("*.json")):
+        summary = json.loads(p.read_text(encoding="utf-8"))["summary"]
+        for rule, a in summary["assumed"].items():
+            assert a["why"], (p.name, rule)
+
+
+def test_a_stray_tool_span_joins_the_run_that_proposed_its_call() -> None:
+    """Two agent invocations in one trace, and a tool span outside both (an instrumentation that does not parent
+    tool spans under the agent): it belongs to the run whose model call proposed its call id, not to a run of its
+    own."""
+    from tests.test_oracle_telemetry import agent, answers, calls, chat, otlp, text, tool, user
+
+    a1, a2 = agent(1), agent(10)
+    a2["startTimeUnixNano"], a2["endTimeUnixNano"] = "100", "200"
+    a1["endTimeUnixNano"] = "99"
+    spans = [a1, chat(2, 10, [user("go")], [calls(("c1", "lookup", {"q": "a"}))], parent=1),
+             tool(3, 20, "c1", "lookup", {"q": "a"}, "A", parent=99),  # parent not in the file
+             chat(4, 40, [user("go"), calls(("c1", "lookup", {"q": "a"})), answers(("c1", "A"))], [text("done")],
+                  parent=1),
+             a2, chat(11, 110, [user("again")], [text("hi")], parent=10)]
+    res = read_text_input(otlp(*spans).encode(), "t.otlp.jsonl")
+    assert not res.errors
+    assert [(r.run.split("/")[-1][-2:], r.verdict, r.summary["executions"]) for r in res.records] == [
+        ("01", "conforms", 1), ("0a", "conforms", 0)]
+    assert "R12" in res.records[0].checks["verified"]
+
+
+def test_a_model_call_recorded_twice_is_one_call() -> None:
+    """OpenLLMetry's Agents SDK span (input only) with the openai client's span inside it (input and output): one
+    model call, read from both, with a note."""
+    from tests.test_oracle_telemetry import agent, calls, otlp, span, text, tool, user
+
+    inp1, out1 = [user("go")], [calls(("c1", "lookup", {"q": "a"}))]
+    inp2 = [user("go"), *out1, {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1",
+                                                            "response": "A"}]}]
+    outer1 = span("openai.response", 2, 1, 10, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": inp1})
+    inner1 = span("openai.chat", 3, 2, 11, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": inp1,
+                                           "gen_ai.output.messages": out1})
+    outer2 = span("openai.response", 5, 1, 30, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": inp2})
+    inner2 = span("openai.chat", 6, 5, 31, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": inp2,
+                                           "gen_ai.output.messages": [text("done")]})
+    res = read_text_input(otlp(agent(), outer1, inner1, tool(4, 20, "c1", "lookup", {"q": "a"}, "A"), outer2,
+                               inner2).encode(), "t.otlp.jsonl")
+    (rec,) = res.records
+    assert rec.verdict == "conforms" and rec.events == 3 and rec.summary["calls"] == 1
+    assert any("recorded twice" in n for n in rec.summary["notes"])
+    assert {"R11", "R12", "R28"} <= set(rec.checks["verified"])
