@@ -377,6 +377,26 @@ def record(out: Path) -> list[dict[str, Any]]:
             manifest.append({"file": fname, "inputFormat": "auto", "exit": code, "rules": rules,
                              "doc": f"{fw} ({'OpenTelemetry ' + kind if kind != 'history' else 'message history'}"
                                     f"): {sc['doc']}. Recorded with {versions}."})
+    manifest += record_instrumentations(out)
+    return manifest
+
+
+def record_instrumentations(out: Path) -> list[dict[str, Any]]:
+    """The recordings of tests/telemetry_instrumentations.py: one process per instrumentation group (instrumentors
+    patch process-wide classes)."""
+    import subprocess
+
+    from tests.telemetry_instrumentations import GROUPS
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    manifest: list[dict[str, Any]] = []
+    for k, group in enumerate(GROUPS):
+        r = subprocess.run([sys.executable, "-m", "tests.telemetry_instrumentations", group, str(out),
+                            str(100 + 10 * k)], capture_output=True, text=True, env=env, cwd=root, timeout=600)
+        if r.returncode:
+            raise SystemExit(f"recording {group} failed:\n{r.stderr}")
+        manifest += json.loads(r.stdout)
     return manifest
 
 

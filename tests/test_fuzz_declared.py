@@ -120,6 +120,29 @@ def test_tools_are_read_from_a_running_mcp_server(tmp_path: Path) -> None:
     assert d.names == ("length", "upper") and d.tools is not None
     assert d.tools[0]["annotations"] == {"readOnlyHint": True}
     assert d.schemas["length"].required == frozenset({"text"})
+    # the whole command: the campaign offers the server's registry, read through the mcp SDK
+    out = tmp_path / "out"
+    assert main(["fuzz", "--impl", example_cmd(), "--tools", f"mcp:{sys.executable} {server}", "--max-examples",
+                 "10", "--seed", "1", "--quiet", "--out", str(out)]) == 0
+    declared = json.loads((out / "campaign.json").read_text())["parameters"]["declared"]
+    assert declared["source"].startswith("mcp:") and [t["name"] for t in declared["tools"]] == ["length", "upper"]
+
+
+def test_in_concurrent_steps_the_declared_annotations_decide_the_overlap() -> None:
+    """R30: which calls may overlap follows each tool's MCP hints. With a declaration, the step carries the
+    declared annotations (none where none were declared: MCP's defaults, not read-only), never the harness's
+    random ones."""
+    tools = [TOOLS[0], {"name": "upper", "inputSchema": TEXT, "annotations": {"destructiveHint": True}},
+             {"name": "note", "inputSchema": TEXT}]
+    gen = Generator("batch", seed=3, concurrency=True, declared=load_declaration({"tools": tools}))
+    seen = 0
+    for i in range(30):
+        for pl in gen.example(i)[0]:
+            if "concurrency" in pl.step["config"]:
+                seen += 1
+                assert [(t["name"], t.get("annotations")) for t in pl.step["config"]["tools"]] == \
+                    [("length", {"readOnlyHint": True}), ("upper", {"destructiveHint": True}), ("note", None)]
+    assert seen > 0
 
 
 # --------------------------------------------------------------------------------------------

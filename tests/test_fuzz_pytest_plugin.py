@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import sys
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -58,3 +63,23 @@ def test_plugin_fails_a_buggy_executor_with_the_explanation(pytester: pytest.Pyt
     assert "divergence(s) from the spec" in text
     assert "Let a batch with" in text and "Then request #" in text
     assert "Traceback" not in text.split("divergence(s) from the spec")[1]
+
+
+def test_the_failure_prints_a_replay_command_that_runs(pytester: pytest.Pytester) -> None:
+    """Issue 27: the failure's replay line must run as printed, from where pytest was run. A test module under
+    tests/ is imported by pytest from tests/ (rootdir-based sys.path insertion): `--impl test_x:Class` from the
+    project's root could not import it (exit 2). The line now says where to run it from."""
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_buggy_executor.py").write_text(BUGGY)
+    # in a child, as a user runs it: its own basetemp (the in-process runs share one, so this run's --out would
+    # hold the other test's cases) and its own modules (in process, pytester restores sys.modules between runs)
+    res = pytester.runpytest_subprocess(*INNER)
+    res.assert_outcomes(failed=1)
+    line = next(x for x in res.stdout.lines if x.startswith("replay:         ")).removeprefix("replay:" ).strip()
+    assert "--impl test_buggy_executor:Unbudgeted" in line and "<class" not in line, line
+    # run it as printed (loopspec as this interpreter's module, with this process's import path)
+    cmd = line.replace("loopspec replay", f"{shlex.quote(sys.executable)} -m loopspec replay", 1)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(cmd, shell=True, cwd=pytester.path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, (cmd, done.stdout[-2000:], done.stderr[-2000:])  # it replays: still diverges
+    assert "cannot import" not in done.stderr

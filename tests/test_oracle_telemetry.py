@@ -256,7 +256,7 @@ def test_bad_telemetry_gets_one_line_errors(tmp_path: Path) -> None:
     errs = r.stderr.splitlines()
     assert errs == [
         f"loopspec check: error: {p}:3: not JSON: Expecting property name enclosed in double quotes (column 2)",
-        f"loopspec check: error: {p}:4: resourceSpans[0].scopeSpans[0].spans[0].traceId: must be a hex id",
+        f"loopspec check: error: {p}:4: resourceSpans[0].scopeSpans[0].spans[0].traceId: must be a hex id (or the 16 bytes of one in base64)",
         f"loopspec check: error: {p}:5: resourceSpans[0].scopeSpans[0].spans[0].attributes[0]: an attribute must be "
         '{"key": string, "value": AnyValue}',
     ], errs
@@ -302,7 +302,10 @@ def test_histories_are_detected_and_read() -> None:
 def test_the_recordings_are_reproducible() -> None:
     """Record every scenario again with the real frameworks and exporters: same verdicts as the manifest."""
     for mod in ("pydantic_ai", "agents", "langgraph", "opentelemetry.sdk", "opentelemetry.exporter.otlp.json.file",
-                "openinference.instrumentation.openai_agents", "opentelemetry.instrumentation.langchain"):
+                "openinference.instrumentation.openai_agents", "opentelemetry.instrumentation.langchain",
+                "openinference.instrumentation.langchain", "openinference.instrumentation.openai",
+                "opentelemetry.instrumentation.openai", "opentelemetry.instrumentation.openai_agents",
+                "opentelemetry.instrumentation.openai_v2", "opentelemetry.util.genai"):
         pytest.importorskip(mod)
     r = subprocess.run([sys.executable, "-m", "tests.telemetry_recordings", "--check"], capture_output=True, text=True,
                        timeout=300, cwd=ROOT)

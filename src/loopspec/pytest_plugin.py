@@ -19,6 +19,7 @@ pytest installed defines nothing (and imports nothing of the fuzzer).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,31 @@ if pytest is not None:
             if not result.ok:  # the replay line names the target as `loopspec replay --impl` takes it (module:attr)
                 impl = result.impl or str(target)
                 texts = [render_finding(f, impl, str(out / f"{f.cause}.json")) for f in result.findings]
+                base = _import_root(target, impl)
+                if base is not None:  # the test module imports from where pytest put it on sys.path, not from here
+                    texts = [t.replace("replay:         loopspec replay",
+                                       f"replay:         cd {shlex.quote(base)} && loopspec replay") for t in texts]
                 pytest.fail(f"loopspec: {len(result.findings)} divergence(s) from the spec (seed {result.seed})\n\n"
                             + "\n".join(texts), pytrace=False)
             return result
 
         return run
+
+    def _import_root(target: Any, impl: str) -> str | None:
+        """The directory ``--impl module:attr`` must be resolved from when it is not the current one: pytest
+        imports a test module from its own directory (rootdir-based ``sys.path`` insertion), which ``loopspec
+        replay`` run from here would not find. None when the current directory does."""
+        import os
+        import sys
+
+        module, sep, _ = impl.partition(":")
+        mod = sys.modules.get(module) if sep and " " not in impl else None
+        file = getattr(mod, "__file__", None)
+        if not file or isinstance(target, str):
+            return None
+        root = Path(file).resolve().parent
+        if Path(file).name == "__init__.py":  # a package: imported from the directory holding it
+            root = root.parent
+        for _ in range(module.count(".")):
+            root = root.parent
+        return None if root == Path(os.getcwd()).resolve() else str(root)

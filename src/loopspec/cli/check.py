@@ -80,7 +80,8 @@ def register(sub: Any) -> None:
                "(| head) does not change the code.",
     )
     p.add_argument("files", nargs="+", metavar="FILE",
-                   help="ledgers, traces, OpenTelemetry exports, histories or transcripts ('-' reads stdin)")
+                   help="ledgers, traces, OpenTelemetry exports, histories or transcripts ('-' reads stdin); a "
+                        "directory is read recursively (its files in name order, hidden ones left out)")
     add_spec_option(p)
     add_format_option(p, meanings={"json": "every run's verdict, the input errors and the summary as one JSON "
                                             "document on stdout"})
@@ -130,7 +131,8 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
             tail = f"; verified {' '.join(rec.checks.get('verified', ())) or 'nothing'}" + tail
             if s.get("executions") is not None:
                 what += f", {s['executions']} execution(s)"
-        return f"{paint('ok', '32', color)}   {run} ({rec.input}, {_loc(rec)}, {n}): {printable(what)}{tail}"
+        head = f"{paint('ok', '32', color)}   {run} ({rec.input}, {_loc(rec)}, {n}): {printable(what)}{tail}"
+        return "\n".join([head, *_coverage_lines(rec)])
     if rec.verdict == "unreadable":
         return (f"{paint('UNREADABLE', '33;1', color)} {run} ({rec.input}, {printable(rec.file)}:{rec.error_line}): "
                 f"{printable(rec.error or '')}")
@@ -165,7 +167,26 @@ def record_text(rec: RunRecord, color: bool = False) -> str:
         lines.append(f"  Checks: verified {' '.join(c.get('verified', ())) or 'none'}; assumed "
                      f"{' '.join(c.get('assumed', ())) or 'none'}; not witnessed "
                      f"{' '.join(c.get('notWitnessed', ())) or 'none'}")
+    lines += _coverage_lines(rec)
     return "\n".join(lines)
+
+
+def _coverage_lines(rec: RunRecord) -> list[str]:
+    """A telemetry run's notes (how its spans were read) and why each rule is verified, assumed or not witnessed,
+    one line per reason (the rules no GenAI trace records share the last line)."""
+    out = [f"  note: {printable(str(x))}" for x in (rec.summary or {}).get("notes", ())]
+    why = rec.checks.get("why") if rec.checks else None
+    if not isinstance(why, dict) or rec.input not in TELEMETRY_FORMATS:
+        return out
+    for key, label in (("verified", "verified"), ("assumed", "assumed"), ("notWitnessed", "not witnessed")):
+        groups: dict[str, list[str]] = {}
+        for r in rec.checks.get(key, ()):
+            if r in why:
+                groups.setdefault(why[r], []).append(r)
+        out += [f"  {label} {' '.join(rs)}: {printable(reason)}" for reason, rs in groups.items()]
+    if "others" in why:
+        out.append(f"  not witnessed, the others: {printable(why['others'])}")
+    return out
 
 
 def _safe_json(value: Json) -> str:
@@ -469,11 +490,29 @@ class ReportOut:
         return code if code else 2
 
 
+def expand_directories(files: list[str]) -> list[str]:
+    """Each directory among ``files`` as the files under it, recursively, in name order; files and directories
+    whose name starts with a dot are left out. A directory that holds no file is a usage error."""
+    out: list[str] = []
+    for f in files:
+        p = Path(f)
+        if f == "-" or not p.is_dir():
+            out.append(f)
+            continue
+        found = sorted(str(x) for x in p.rglob("*") if x.is_file()
+                       and not any(part.startswith(".") for part in x.relative_to(p).parts))
+        if not found:
+            raise UsageError(f"{printable(f)}: a directory that holds no file to check")
+        out += found
+    return out
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.max_line_bytes < 1024:
         raise UsageError("--max-line-bytes must be at least 1024")
     if args.files.count("-") > 1:
         raise UsageError("stdin ('-') can be given once")
+    args.files = expand_directories(args.files)
     diagram_dir = _diagram_dir(args.out)
     first_violation: RunRecord | None = None
     check_report_paths(args)

@@ -12,7 +12,6 @@ specification gives for them (400 malformed, 413 too large, 415 unsupported medi
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
 import zlib
@@ -20,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..oracle._read.telemetry import id_to_hex
 from ..support import safejson
 
 Json = Any
@@ -245,13 +245,10 @@ def _hex(v: str, digits: int, base64_ok: bool) -> str:
     low = v.lower()
     if len(low) == digits and all(c in "0123456789abcdef" for c in low):
         return low
-    if base64_ok:
-        try:
-            raw = base64.b64decode(v, validate=True)
-        except (binascii.Error, ValueError):
-            return v
-        if len(raw) * 2 == digits:
-            return raw.hex()
+    if base64_ok:  # the protobuf JSON mapping: decoded as `loopspec check` decodes it
+        got = id_to_hex(v, digits)
+        if got is not None and len(got) == digits:
+            return got
     return v
 
 

@@ -250,9 +250,9 @@ def _check_telemetry(docs: Iterator[Doc | InputError], name: str, fmt: str, spec
             spans.append(s)
     if len(spans) > MAX_SPANS:
         return
-    summary.events += len(spans)
     t = tables_for(spec)
     for r in group_telemetry.runs(spans):  # 3. group
+        summary.events += r.spans  # a run's events are its model calls and executions, as its record says
         if r.items is None:
             yield _record.unreadable(name, r.id, r.spans, r.lines, r.error or "", r.error_line, fmt)
             continue

@@ -121,3 +121,4 @@ class TelemetryRun:
     notes: list[str] = field(default_factory=list)  # how the conversation was read where the recording was incomplete
     error: str | None = None
     error_line: int | None = None
+    facts: dict[str, Any] = field(default_factory=dict)  # what was recorded, for the verdict's coverage

@@ -13,7 +13,7 @@ Shared data, below the stages: it imports nothing of the oracle.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -60,7 +60,7 @@ class Judged:
     events: int
     lines: tuple[int, int]
     summary: Mapping[str, Json] = field(default_factory=dict)
-    checks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    checks: Mapping[str, Any] = field(default_factory=dict)  # verified, assumed, notWitnessed; why (rule -> reason)
     violation: Violation | None = None
     at: Mapping[str, Json] | None = None
     prefix: Mapping[str, Json] | None = None
@@ -79,7 +79,7 @@ class RunRecord:
     events: int
     lines: tuple[int, int]
     summary: Mapping[str, Json] = field(default_factory=dict)
-    checks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    checks: Mapping[str, Any] = field(default_factory=dict)  # verified, assumed, notWitnessed; why (rule -> reason)
     violation: Violation | None = None
     at: Mapping[str, Json] | None = None
     prefix: Mapping[str, Json] | None = None
@@ -100,7 +100,7 @@ class RunRecord:
         if self.summary:
             out["summary"] = dict(self.summary)
         if self.checks:
-            out["checks"] = {k: list(v) for k, v in self.checks.items()}
+            out["checks"] = {k: dict(v) if isinstance(v, dict) else list(v) for k, v in self.checks.items()}
         if self.violation is not None:
             v = self.violation.to_json()
             if self.at is not None:
@@ -146,6 +146,7 @@ class Summary:
     by_rule: Counter[str] = field(default_factory=Counter)
     by_input: Counter[str] = field(default_factory=Counter)
     assumed: Counter[str] = field(default_factory=Counter)
+    why: dict[str, str] = field(default_factory=dict)  # assumed rule -> why, from the first run that gave one
 
     def add(self, rec: RunRecord) -> None:
         if rec.amends:  # the run was counted as conforming; it now violates
@@ -164,8 +165,11 @@ class Summary:
             self.by_rule[rec.violation.rule] += 1
         else:
             self.unreadable += 1
+        reasons = rec.checks.get("why") or {}
         for r in rec.checks.get("assumed", ()):
             self.assumed[r] += 1
+            if r not in self.why and reasons.get(r):
+                self.why[r] = reasons[r]
 
     def merge(self, other: Summary) -> None:
         for k in ("files", "runs", "events", "conform", "violate", "unreadable", "input_errors"):
@@ -173,6 +177,8 @@ class Summary:
         self.by_rule.update(other.by_rule)
         self.by_input.update(other.by_input)
         self.assumed.update(other.assumed)
+        for r, w in other.why.items():
+            self.why.setdefault(r, w)
 
     @property
     def exit_code(self) -> int:
@@ -186,7 +192,7 @@ class Summary:
             "violate": self.violate, "unreadable": self.unreadable, "inputErrors": self.input_errors,
             "violationsByRule": dict(sorted(self.by_rule.items(), key=_rule_key)),
             "inputs": dict(sorted(self.by_input.items())),
-            "assumed": {r: {"runs": n, "why": LEDGER_ASSUMPTIONS.get(r, "")}
+            "assumed": {r: {"runs": n, "why": self.why.get(r) or LEDGER_ASSUMPTIONS.get(r, "")}
                         for r, n in sorted(self.assumed.items(), key=_rule_key)},
             "exitCode": self.exit_code,
         }

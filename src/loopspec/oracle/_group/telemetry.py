@@ -67,14 +67,37 @@ def _attr(s: Span, key: str) -> Json:
     return None
 
 
+def _langgraph(s: Span) -> str | None:
+    """``node`` when the span is a LangGraph graph node (or runs inside one), ``graph`` when it is a graph's own
+    run, from the LangChain ``metadata`` OpenInference records (observed, openinference-instrumentation-langchain
+    0.1.80: ``{"ls_integration": "langgraph", "langgraph_node": "agent", ...}`` on node spans, ``{"ls_integration":
+    "langgraph"}`` on the graph's)."""
+    raw = s.attrs.get("metadata")
+    if not isinstance(raw, str) or "langgraph" not in raw:
+        return None
+    md = _maybe_json(raw)
+    if not isinstance(md, dict):
+        return None
+    if "langgraph_node" in md:
+        return "node"
+    return "graph" if md.get("ls_integration") == "langgraph" else None
+
+
 def operation(s: Span) -> str | None:
-    """chat | tool | agent | None (anything else: workflow steps, HTTP, ...)."""
+    """chat | tool | agent | None (anything else: workflow steps, graph nodes, HTTP, ...). An agent invocation is
+    the run the framework made: a LangGraph graph node that OpenInference marks ``AGENT`` (the prebuilt ReAct
+    agent's node is named ``agent``) is a step of its graph's run, and the graph's own span is the invocation."""
     op = s.attrs.get("gen_ai.operation.name")
     if isinstance(op, str) and op in _OPERATIONS:
         return _OPERATIONS[op]
     kind = s.attrs.get("openinference.span.kind")
     if isinstance(kind, str) and kind in _OPENINFERENCE_KINDS:
-        return _OPENINFERENCE_KINDS[kind]
+        what = _OPENINFERENCE_KINDS[kind]
+        if what == "agent" and _langgraph(s) == "node":
+            return None
+        return what
+    if kind == "CHAIN" and _langgraph(s) == "graph":
+        return "agent"
     if op is None and kind is None:
         for prefix, what in _NAME_PREFIXES:
             if s.name.startswith(prefix):
@@ -250,9 +273,10 @@ def _schema(raw: Json, name: str) -> core.ToolSchema | None:
         return None
 
 
-def execution(s: Span) -> tuple[Execution, core.ToolSchema | None, bool]:
+def execution(s: Span, parent: Span | None = None) -> tuple[Execution, core.ToolSchema | None, bool]:
     """An ``execute_tool`` span as an execution; also the tool's schema when the span records it
-    (OpenInference ``tool.parameters``) and whether it was recorded."""
+    (OpenInference ``tool.parameters``) and whether it was recorded. ``parent`` is the span's parent, read when
+    the tool span itself does not record the call (LangGraph's ``ToolNode`` step holds it)."""
     name = _attr(s, "tool.name")
     if not isinstance(name, str):
         for prefix in ("execute_tool ", "running tool: "):
@@ -264,17 +288,33 @@ def execution(s: Span) -> tuple[Execution, core.ToolSchema | None, bool]:
     args = _maybe_json(_attr(s, "tool.arguments"))
     known = isinstance(args, dict) and "input_str" not in args and core.is_json(args)
     result = _maybe_json(_attr(s, "tool.result"))
-    if cid is None and isinstance(result, dict):
-        # OpenLLMetry's LangChain instrumentation records the ToolMessage the tool produced
-        msg = result.get("output") if isinstance(result.get("output"), dict) else None
-        kw = msg.get("kwargs") if isinstance(msg, dict) and isinstance(msg.get("kwargs"), dict) else None
-        if kw is not None and isinstance(kw.get("tool_call_id"), str):
-            cid = kw["tool_call_id"]
     err = s.error or "error.type" in s.attrs
-    if isinstance(result, dict) and isinstance(result.get("output"), dict):
-        kw = result["output"].get("kwargs")
-        if isinstance(kw, dict) and kw.get("status") == "error":
+    # the ToolMessage the tool produced: OpenLLMetry's LangChain instrumentation records it as {"output":
+    # {"kwargs": {...}}}, OpenInference's as {"type": "tool", "data": {...}} (observed); its tool_call_id is the
+    # call id, its status tells a failure
+    msg: Json = None
+    if isinstance(result, dict):
+        out = result.get("output")
+        if isinstance(out, dict) and isinstance(out.get("kwargs"), dict):
+            msg = out["kwargs"]
+        elif result.get("type") == "tool" and isinstance(result.get("data"), dict):
+            msg = result["data"]
+    if isinstance(msg, dict):
+        if cid is None and isinstance(msg.get("tool_call_id"), str):
+            cid = msg["tool_call_id"]
+        if msg.get("status") == "error":
             err = True
+    if parent is not None and (cid is None or not known):
+        # LangGraph's ToolNode: its step span's input is {"__type": "tool_call_with_context", "tool_call": {name,
+        # args, id}} (observed, OpenInference for LangChain 0.1.80, whose tool span records only the first
+        # argument's value as input.value)
+        pin = _maybe_json(parent.attrs.get("input.value"))
+        tc = pin.get("tool_call") if isinstance(pin, dict) else None
+        if isinstance(tc, dict) and tc.get("name") == name:
+            if cid is None and isinstance(tc.get("id"), str):
+                cid = tc["id"]
+            if not known and isinstance(tc.get("args"), dict) and core.is_json(tc["args"]):
+                args, known = tc["args"], True
     schema_raw = s.attrs.get("tool.parameters")
     schema = _schema(schema_raw, name) if schema_raw is not None else None
     return (Execution(cid, name, args if known else None, known, not err, s.path, s.line, s.start, s.end), schema,
@@ -292,6 +332,8 @@ class Run:
     spans: list[Span]  # the run's chat and tool spans, in order
     agent: Span | None
     all_spans: int  # spans of the run including non-GenAI ones under the agent span
+    parents: dict[str, Span] = field(default_factory=dict)  # tool span id -> its parent span, when in the file
+    merged: int = 0  # model calls recorded twice (a framework's span and the client's inside it), read as one
 
 
 def _agent_of(s: Span, index: Mapping[str, Span], owner: dict[str, str | None]) -> str | None:
@@ -316,8 +358,55 @@ def _agent_of(s: Span, index: Mapping[str, Span], owner: dict[str, str | None]) 
     return found
 
 
+def _chat_ancestor(s: Span, index: Mapping[str, Span]) -> Span | None:
+    """The nearest chat span above ``s`` (a parent cycle ends the walk)."""
+    seen: set[str] = set()
+    cur = index.get(s.parent) if s.parent else None
+    while cur is not None and cur.span not in seen:
+        if cur.op == "chat":
+            return cur
+        if cur.op == "agent":
+            return None
+        seen.add(cur.span)
+        cur = index.get(cur.parent) if cur.parent else None
+    return None
+
+
+def _merge_chats(spans: list[Span], index: Mapping[str, Span]) -> tuple[list[Span], int]:
+    """One model call recorded twice — the agent framework's span (OpenLLMetry's Agents SDK instrumentation:
+    ``openai.response``, with the input but no output) and the openai client's inside it
+    (``openai.chat``) — is one model call: the outer span's place, the inner span's attributes over the
+    outer's."""
+    inner: dict[str, Span] = {}
+    for s in spans:
+        if s.op == "chat":
+            outer = _chat_ancestor(s, index)
+            if outer is not None and outer.span not in inner:
+                inner[outer.span] = s
+    if not inner:
+        return spans, 0
+    drop = {id(s) for s in inner.values()}
+    out = []
+    for s in spans:
+        if id(s) in drop:
+            continue
+        got = inner.get(s.span) if s.op == "chat" else None
+        if got is not None:
+            s = Span(s.trace, s.span, s.parent, got.name, s.start, s.end, {**s.attrs, **got.attrs}, s.error or got.error,
+                     got.path, got.line, s.order, "chat")
+        out.append(s)
+    return out, len(inner)
+
+
+def _proposed_ids(s: Span) -> list[str]:
+    _, out, _, _ = chat_messages(s)
+    return [p.id for m in (out or []) for p in m.calls() if isinstance(p.id, str)]
+
+
 def group_runs(spans: Sequence[Span]) -> list[Run]:
-    """Group chat and tool spans by trace and nearest agent-invocation ancestor, in order."""
+    """Group chat and tool spans by trace and nearest agent-invocation ancestor, in order. A tool span outside
+    every agent invocation of a trace that has some joins the run whose model call proposed its call id (else
+    the invocation whose time holds it): it is never a run of its own."""
     for s in spans:
         s.op = operation(s)
     by_trace: dict[str, list[Span]] = {}
@@ -334,15 +423,51 @@ def group_runs(spans: Sequence[Span]) -> list[Run]:
             counts[a] = counts.get(a, 0) + 1
             if s.op in ("chat", "tool"):
                 members.setdefault(_agent_of(s, index, owner), []).append(s)
+        stray = members.get(None)
+        if stray and len(members) > 1 and all(s.op == "tool" for s in stray):
+            _attach(stray, members, index, execution)
+            del members[None]
         memo: dict[str, int] = {}
         depth = {s.span: _depth(s, index, memo) for s in group}
         keys = [k for k in members if members[k]]
         for a in keys:
             ms = sorted(members[a], key=lambda s: (s.start, depth[s.span], s.order))
+            ms, merged = _merge_chats(ms, index)
             rid = trace if len(keys) == 1 else f"{trace}/{a or 'no-agent'}"
-            runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0)))
+            parents = {s.span: index[s.parent] for s in ms if s.op == "tool" and s.parent and s.parent in index}
+            runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0), parents, merged))
     runs.sort(key=lambda r: min(s.order for s in r.spans))
     return runs
+
+
+def _attach(stray: list[Span], members: dict[str | None, list[Span]], index: Mapping[str, Span],
+            read: Any) -> None:
+    """Give each stray tool span to the run whose latest model call before it proposed its call id, else to the
+    agent invocation whose time holds its start, else to the run that started last before it."""
+    proposals: list[tuple[int, str | None, set[str]]] = []
+    for a, ms in members.items():
+        if a is None:
+            continue
+        for s in ms:
+            if s.op == "chat":
+                proposals.append((s.start, a, set(_proposed_ids(s))))
+    proposals.sort(key=lambda p: p[0])
+    for s in stray:
+        x, _, _ = read(s, index.get(s.parent) if s.parent else None)
+        home: str | None = None
+        if isinstance(x.id, str):
+            for start, a, ids in proposals:
+                if start <= s.start and x.id in ids:
+                    home = a
+        if home is None:
+            for a in members:
+                ag = index.get(a) if a else None
+                if ag is not None and ag.start <= s.start <= max(ag.end, ag.start):
+                    home = a
+        if home is None:
+            before = [(p[0], p[1]) for p in proposals if p[0] <= s.start]
+            home = before[-1][1] if before else next(a for a in members if a is not None)
+        members[home].append(s)
 
 
 def _depth(s: Span, index: Mapping[str, Span], memo: dict[str, int]) -> int:
@@ -372,6 +497,7 @@ class RunItems:
     schemas: dict[str, core.ToolSchema | None]  # per-tool schemas recorded on tool spans
     recorded: list[str]  # what the run records: messages, executions, tool definitions, ...
     notes: list[str]  # how the conversation was read where the recording was incomplete
+    facts: dict[str, Any] = field(default_factory=dict)  # what the coverage of the verdict is decided from
 
 
 def _call(p: Part, path: str, line: int) -> Call:
@@ -388,18 +514,34 @@ def _call(p: Part, path: str, line: int) -> Call:
     return Call(p.id, p.name, parsed, ok, path, line)
 
 
+def _earlier(inp: list[Message]) -> int:
+    """How many messages of a run's first request are earlier rounds of the conversation: everything up to the
+    last user message, when an assistant or tool message comes before it or after it (the run starts
+    mid-conversation); 0 when the request holds only the system prompt and the user's turn."""
+    if not any(m.role in ("assistant", "tool") or any(p.type == "tool_call_response" for p in m.parts) for m in inp):
+        return 0
+    return len(inp)
+
+
 def run_items(run: Run) -> RunItems:
-    """The conversation and executions of a run as transcript items (see _judge.conversation.check_items)."""
+    """The conversation and executions of a run as transcript items (see _judge.conversation.check_items), and the
+    facts its verdict's coverage is decided from (``RunItems.facts``)."""
     items: list[Item] = []
     chats = [s for s in run.spans if s.op == "chat"]
     tools_spans = [s for s in run.spans if s.op == "tool"]
     msgs = [chat_messages(s) for s in chats]
     recorded: list[str] = []
     notes: list[str] = []
+    facts: dict[str, Any] = {"modelCalls": len(chats), "inputsMissing": sum(m[0] is None for m in msgs),
+                             "outputsMissing": 0, "proposals": 0, "answered": 0, "final": False, "earlier": 0,
+                             "executions": len(tools_spans), "executionIds": 0, "merged": run.merged}
     if any(m[0] is not None or m[1] is not None for m in msgs):
         recorded.append("messages")
     if tools_spans:
         recorded.append("executions")
+    if run.merged:
+        notes.append(f"{run.merged} model call(s) are recorded twice (the agent framework's span and the model "
+                     "client's inside it): each is read as one call")
     defs: dict[str, core.ToolSchema | None] | None = None
     for s in chats:
         d = tool_definitions(s)
@@ -410,14 +552,24 @@ def run_items(run: Run) -> RunItems:
     schemas: dict[str, core.ToolSchema | None] = {}
     execs: dict[int, Execution] = {}
     for s in tools_spans:
-        x, schema, has_schema = execution(s)
+        x, schema, has_schema = execution(s, run.parents.get(s.span))
         execs[id(s)] = x
+        facts["executionIds"] += isinstance(x.id, str)
         if has_schema and isinstance(x.name, str):
             schemas[x.name] = schema
     if schemas and "tool definitions" not in recorded:
         recorded.append("tool schemas")
 
     chat_pos = {id(s): k for k, s in enumerate(chats)}
+    open_proposal = False  # the latest proposal's results are not yet seen in a request
+
+    def proposal(pos: int, where: str, line: int, calls: list[Part]) -> None:
+        nonlocal open_proposal
+        items.append(Item("proposal", pos, where, line, [_call(p, f"{where}.tool_call[{j}]", line)
+                                                          for j, p in enumerate(calls)]))
+        facts["proposals"] += 1
+        open_proposal = True
+
     for pos, s in enumerate(run.spans):
         if s.op == "tool":
             items.append(Item("execution", pos, s.path, s.line, execution=execs[id(s)]))
@@ -426,7 +578,32 @@ def run_items(run: Run) -> RunItems:
         inp, out, in_key, out_key = msgs[k]
         base = f"{s.path}.attributes"
         if k == 0:
-            items.append(Item("user", pos, f"{base}['{in_key}']", s.line))
+            n = _earlier(inp) if inp is not None else 0
+            if n:
+                # the run starts mid-conversation: the earlier rounds its first request carries are read as a
+                # transcript (what the application sent back; what ran for them is not in this run)
+                facts["earlier"] = n
+                for j, m in enumerate(inp):
+                    where = f"{base}['{in_key}'][{j}]"
+                    if m.role == "user" and any(p.type == "text" for p in m.parts):
+                        items.append(Item("user", pos, where, s.line))
+                        open_proposal = False
+                    for p in m.parts:
+                        if p.type == "tool_call_response":
+                            if open_proposal:
+                                facts["answered"] += 1
+                                open_proposal = False
+                            items.append(Item("result", pos, where, s.line,
+                                              result=Result(p.id, p.content, None, where, s.line)))
+                    if m.role == "assistant":
+                        if m.calls():
+                            proposal(pos, where, s.line, m.calls())
+                        elif any(p.type == "text" for p in m.parts):
+                            items.append(Item("final", pos, where, s.line))
+                notes.append(f"the run starts mid-conversation: its first model call carries {n} earlier message(s), "
+                             "read as a transcript of the earlier rounds (what ran for them is not in this run)")
+            else:
+                items.append(Item("user", pos, f"{base}['{in_key}']", s.line))
         elif inp is not None:
             prev = msgs[k - 1][0]
             if prev is not None and len(inp) >= len(prev) and inp[:len(prev)] == prev:
@@ -436,6 +613,9 @@ def run_items(run: Run) -> RunItems:
                 if prev is not None:
                     notes.append(f"model call {k + 1}'s input does not extend the previous one's: results are read "
                                  "after its last assistant message")
+            if open_proposal:
+                facts["answered"] += 1
+                open_proposal = False
             for j, m in enumerate(inp[start:], start=start):
                 where = f"{base}['{in_key}'][{j}]"
                 for p in m.parts:
@@ -456,13 +636,22 @@ def run_items(run: Run) -> RunItems:
                 notes.append(f"the calls of model call {k + 1} are read from the next request's history (its "
                              "recorded output holds no tool calls)")
         if calls:
-            items.append(Item("proposal", pos, where_out, s.line,
-                              [_call(p, f"{where_out}.tool_call[{j}]", s.line) for j, p in enumerate(calls)]))
+            proposal(pos, where_out, s.line, calls)
         elif out is not None:
             items.append(Item("final", pos, where_out, s.line))
-        elif k + 1 == len(chats):
-            notes.append("the last model call's output is not recorded: whether it was the final answer is unknown")
-    return RunItems(items, defs, schemas, recorded, notes)
+            facts["final"] = True
+            open_proposal = False
+        else:
+            facts["outputsMissing"] += 1
+            if k + 1 == len(chats):
+                notes.append("the last model call's output is not recorded: whether it was the final answer is "
+                             "unknown")
+    if open_proposal:
+        notes.append("the results of the last proposal are in no later model call of this run: whether each call "
+                     "was answered is not recorded")
+    if run.agent is not None and run.agent.error:
+        notes.append(f"the invocation span ({run.agent.path}, line {run.agent.line}) ended with an error status")
+    return RunItems(items, defs, schemas, recorded, notes, facts)
 
 
 def _proposal_from_history(nxt: list[Message] | None, inp: list[Message] | None) -> list[Part]:
@@ -489,4 +678,5 @@ def runs(spans: Sequence[Span]) -> Iterator[TelemetryRun]:
             yield TelemetryRun(run.id, len(run.spans), lines, agent, None, error=f"{exc.where}: {exc.message}",
                                error_line=exc.line or lines[0])
             continue
-        yield TelemetryRun(run.id, len(run.spans), lines, agent, ri.items, ri.tools, ri.schemas, ri.recorded, ri.notes)
+        yield TelemetryRun(run.id, len(run.spans), lines, agent, ri.items, ri.tools, ri.schemas, ri.recorded, ri.notes,
+                           facts=ri.facts)

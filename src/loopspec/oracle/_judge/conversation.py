@@ -493,6 +493,8 @@ def judge_conversation(c: Conversation, rules: Mapping[str, tuple[str, ...]], al
     checks = {"verified": [r for r, how in w.items() if how == "verified"],
               "assumed": [r for r, how in w.items() if how == "assumed"],
               "notWitnessed": [r for r in all_rules if r not in w and r != "R0"]}
+    if checks["assumed"]:
+        checks["why"] = {r: ASSUMPTION for r in checks["assumed"]}
     summ = {"calls": tv.calls, "results": tv.results}
     if tv.violation is None:
         return Judged(c.id, c.format, "conforms", tv.events, (c.line, last), summ, checks)

@@ -16,6 +16,8 @@ The spans go on to the group stage (:mod:`loopspec.oracle._group.telemetry`), wh
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -88,12 +90,32 @@ def _nanos(v: Json, where: str, line: int) -> int:
 _HEX = re.compile(r"(0x)?[0-9a-fA-F]{1,64}")
 
 
-def _hex_id(v: Json, where: str, line: int, *, optional: bool = False) -> str | None:
+def id_to_hex(v: str, digits: int) -> str | None:
+    """A trace id (``digits`` 32) or span id (16) as lowercase hex, whether it came as hex (OTLP/JSON, the console
+    exporter's ``0x…``) or base64 (the protobuf JSON mapping of OTLP, as ``json_format.MessageToJson`` writes
+    bytes fields); None when it is neither. Base64 of 16 or 8 bytes always ends in ``=``, so it is never
+    mistaken for hex. Shared with ``loopspec monitor``'s OTLP/HTTP intake."""
+    low = v.lower()
+    if low.startswith("0x"):
+        low = low[2:]
+    if _HEX.fullmatch(low) is not None and "=" not in v:
+        return low
+    if v.endswith("="):
+        try:
+            raw = base64.b64decode(v, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        if len(raw) * 2 == digits:
+            return raw.hex()
+    return None
+
+
+def _hex_id(v: Json, where: str, line: int, *, digits: int, optional: bool = False) -> str | None:
     if optional and (v is None or v == ""):
         return None
-    _need(isinstance(v, str) and _HEX.fullmatch(v) is not None, where, "must be a hex id", line)
-    s = v.lower()
-    return s[2:] if s.startswith("0x") else s
+    got = id_to_hex(v, digits) if isinstance(v, str) else None
+    _need(got is not None, where, f"must be a hex id (or the {digits // 2} bytes of one in base64)", line)
+    return got
 
 
 def otlp_spans(doc: Json, where: str, line: int, order: int = 0) -> list[Span]:
@@ -119,9 +141,9 @@ def otlp_spans(doc: Json, where: str, line: int, order: int = 0) -> list[Span]:
                 _need(isinstance(status, dict), f"{wp}.status", "must be an object", line)
                 code = status.get("code")
                 out.append(Span(
-                    trace=_hex_id(sp.get("traceId"), f"{wp}.traceId", line) or "",
-                    span=_hex_id(sp.get("spanId"), f"{wp}.spanId", line) or "",
-                    parent=_hex_id(sp.get("parentSpanId"), f"{wp}.parentSpanId", line, optional=True),
+                    trace=_hex_id(sp.get("traceId"), f"{wp}.traceId", line, digits=32) or "",
+                    span=_hex_id(sp.get("spanId"), f"{wp}.spanId", line, digits=16) or "",
+                    parent=_hex_id(sp.get("parentSpanId"), f"{wp}.parentSpanId", line, digits=16, optional=True),
                     name=name,
                     start=_nanos(sp.get("startTimeUnixNano", 0), f"{wp}.startTimeUnixNano", line),
                     end=_nanos(sp.get("endTimeUnixNano", 0), f"{wp}.endTimeUnixNano", line),
@@ -157,9 +179,9 @@ def console_span(doc: Json, where: str, line: int, order: int = 0) -> Span:
     status = doc.get("status") or {}
     _need(isinstance(status, dict), f"{where}.status", "must be an object", line)
     return Span(
-        trace=_hex_id(ctx.get("trace_id"), f"{where}.context.trace_id", line) or "",
-        span=_hex_id(ctx.get("span_id"), f"{where}.context.span_id", line) or "",
-        parent=_hex_id(doc.get("parent_id"), f"{where}.parent_id", line, optional=True),
+        trace=_hex_id(ctx.get("trace_id"), f"{where}.context.trace_id", line, digits=32) or "",
+        span=_hex_id(ctx.get("span_id"), f"{where}.context.span_id", line, digits=16) or "",
+        parent=_hex_id(doc.get("parent_id"), f"{where}.parent_id", line, digits=16, optional=True),
         name=name,
         start=_iso_nanos(doc.get("start_time"), f"{where}.start_time", line),
         end=_iso_nanos(doc.get("end_time") or doc.get("start_time"), f"{where}.end_time", line),
