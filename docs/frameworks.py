@@ -186,6 +186,35 @@ def with_scorecard(page: str) -> str:
     return page[:first] + card + "\n\n" + page[first:]
 
 
+#: The TypeScript note on the last allowed round (issue 29: "a call executed in the last allowed step and never
+#: answered"): which frameworks give their caller those results, with the quoted lines of the pinned versions.
+LAST_ROUND = (
+    " At the step limit (R19) the spec answers the last allowed round: its calls run and their answers are in the "
+    "outcome, though no model request shows them. Each framework checks its limit before the next model request, "
+    "after the last step's tools ran, so all four execute the calls of their last allowed step; they differ in "
+    "whether their caller receives the results. The AI SDK's `generate` returns them in `responseMessages` "
+    "(documented, `ai/docs/03-ai-sdk-core/15-tools-and-tool-calling.mdx`: “The `responseMessages` property contains "
+    "the accumulated response messages from the call as an array of `ModelMessage` objects that you can add to your "
+    "conversation history”; `ai/dist/index-D1zb0Eh5.d.ts`: “Response messages can be either assistant messages or "
+    "tool messages.”). Mastra's `generate` result holds them in its response messages (observed; its output's "
+    "`toolResults`, `@mastra/core/dist/stream/base/output.d.ts`: “Resolves to array of all tool execution "
+    "results.”). OpenAI Agents JS throws before the next model request "
+    "(`@openai/agents-core/dist/runner/turnPreparation.mjs`: ``throw new MaxTurnsExceededError(`Max turns "
+    "(${state._maxTurns}) exceeded`, state);``) and the error carries the run state, whose public `history` holds "
+    "the turn's results (`dist/runState.mjs`: “The history of the agent run. This includes the input items and the "
+    "new items generated during the run.”). So these three answer the last round as the spec does (conforms: "
+    "tests/test_frameworks_typescript.py, `test_the_calls_of_the_last_allowed_round`): what no model was shown is "
+    "still answered to the caller. LangGraph JS (createReactAgent v1 and v2, createAgent) raises once the tools "
+    "node of the last round has run (`@langchain/langgraph/dist/pregel/index.js`: "
+    "`if (loop.status === \"out_of_steps\") throw new GraphRecursionError([`) and `invoke`'s caller receives only "
+    "that error: the agents have no checkpointer by default, and neither stops the last round's calls (Python's "
+    "create_react_agent answers them with its fixed text instead; createAgent does so only with a "
+    "`remainingSteps` state field, `langchain/dist/agents/nodes/AgentNode.js`: `const remainingSteps = "
+    "\"remainingSteps\" in state ? state.remainingSteps : void 0;`). Those calls ran and are never answered: "
+    "R11 `answer-missing`, a deviation no profile choice explains."
+)
+
+
 def add(names: list[str], args: argparse.Namespace) -> int:
     """--add: run these frameworks' campaigns and merge them into the page as it is (module docstring)."""
     build = ROOT / "build" / "frameworks"
@@ -311,7 +340,7 @@ def add(names: list[str], args: argparse.Namespace) -> int:
                           "framework starts them, and the concurrency rules R29-R35 are not exercised (·). The AI SDK "
                           "and Mastra have no way to end a run on a tool failure (its exception becomes a result the "
                           "model sees), so their steps run in continue mode only; LangGraph's abort mode is "
-                          "ToolNode's `handleToolErrors: false`, the Agents SDK's `errorFunction: null`.")
+                          "ToolNode's `handleToolErrors: false`, the Agents SDK's `errorFunction: null`." + LAST_ROUND)
         page = marker.sub(ts_note, page) if marker.search(page) else page.replace(
             "\n\nEach framework runs in process", "\n\n" + ts_note + "\n\nEach framework runs in process", 1)
     write_atomic(args.out, with_scorecard(page))

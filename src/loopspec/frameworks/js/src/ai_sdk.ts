@@ -8,7 +8,9 @@
 // * Tools are `tool({inputSchema: <zod schema a user writes>, execute})`; execute counts the execution and
 //   calls the harness's tool (tool.execute) with the trusted principal of the run.
 // * maxRounds -> stopWhen: isStepCount(maxRounds) (else the agent's default, 20 steps). The answers of the
-//   last step, which no model request showed, are read from the result's response messages.
+//   last step, which no model request showed, are read from the result's responseMessages: the caller of
+//   generate receives them (documented: 'the accumulated response messages from the call ... that you can add
+//   to your conversation history'), so they are answered, as the spec's last round is (docs/frameworks.md).
 // * The SDK has no abort mode (a tool's exception becomes a tool-error part the model sees): the Python side
 //   runs every step in continue mode.
 import { ToolLoopAgent, isStepCount, tool } from "ai";
@@ -98,7 +100,7 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
     }
     throw e;
   }
-  const parts = lastToolParts(result.response?.messages ?? []);
+  const parts = lastToolParts(result.responseMessages ?? result.response?.messages ?? []);
   if (parts && run.current >= 0) readToolMessage(run, parts);
   if (run.final !== null) return run.outcome("COMPLETED", "FINAL_ANSWER");
   return run.outcome("TRUNCATED", "MAX_ROUNDS");

@@ -9,14 +9,16 @@
 //   cannot be a ToolCall (`args` is an object): they go where LangChain's output parsers put them,
 //   invalid_tool_calls (the JSON text), and are no requests for LangGraph (Run.dropped).
 // * maxRounds -> recursionLimit = 2 x maxRounds (a round is the model node, then the tools node);
-//   GraphRecursionError ends the run (MAX_ROUNDS); the last round's ToolMessages are read from the checkpoint.
+//   GraphRecursionError ends the run (MAX_ROUNDS). The tools node of the last round has run by then, but invoke
+//   throws: its caller receives no state (the agents have no checkpointer by default), so the last round's
+//   executions are never answered, and the adapter reports exactly that (it reads nothing after a throw).
 // * Mode: continue keeps ToolNode's default (handleToolErrors: true: an exception becomes an error ToolMessage
 //   with its message); abort passes the ReAct agent a ToolNode with handleToolErrors: false (a tool's exception
 //   ends the run). createAgent has no such switch in its parameters: the Python side runs it in continue mode.
 import { AIMessage } from "@langchain/core/messages";
 import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { tool } from "@langchain/core/tools";
-import { GraphRecursionError, MemorySaver } from "@langchain/langgraph";
+import { GraphRecursionError } from "@langchain/langgraph";
 import { ToolNode, createReactAgent } from "@langchain/langgraph/prebuilt";
 import { createAgent } from "langchain";
 import { Json, Rpc, serve } from "./protocol.js";
@@ -101,22 +103,14 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
     return JSON.stringify(await run.enter(i, callId, name, input));
   }, { name, description: `The tool ${name}.`, schema: zodSchema(schema) }));
 
-  const checkpointer = new MemorySaver();
   const variant = settings.agent;
   const agent: Json = variant === "create-agent"
-    ? createAgent({ model: new Scripted({}) as Json, tools, checkpointer })
-    : createReactAgent({ llm: new Scripted({}) as Json, checkpointer,
+    ? createAgent({ model: new Scripted({}) as Json, tools })
+    : createReactAgent({ llm: new Scripted({}) as Json,
                          tools: abort ? new ToolNode(tools, { handleToolErrors: false }) : tools,
                          version: variant === "react-v2" ? "v2" : "v1" });
-  const config: Json = { configurable: { thread_id: "loopspec", principal: run.principal } };
+  const config: Json = { configurable: { principal: run.principal } };
   if (limits.maxRounds) config.recursionLimit = 2 * limits.maxRounds;
-  const readCheckpoint = async () => {
-    try {
-      const state = await agent.getState(config);
-      const got = lastToolMessages(state?.values?.messages ?? []);
-      if (got && run.current >= 0) readToolMessages(run, got);
-    } catch { /* no checkpoint */ }
-  };
   const failedHere = () => [...run.failedAt.keys()].filter((i) => run.current >= 0 && i >= run.offsets[run.current])
     .sort((a, b) => a - b);
   try {
@@ -130,13 +124,11 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
     return run.outcome("COMPLETED", "FINAL_ANSWER");
   } catch (e: any) {
     if (e instanceof GraphRecursionError || e?.name === "GraphRecursionError") {
-      await readCheckpoint();
       return run.outcome("TRUNCATED", "MAX_ROUNDS");
     }
     if (e instanceof ModelFailure || e instanceof Invalid || e?.cause instanceof ModelFailure || e?.cause instanceof Invalid) {
       return run.outcome("FAILED", "MODEL_ERROR");
     }
-    await readCheckpoint();
     const failed = failedHere();
     if (failed.length) return run.outcome("FAILED", "TERMINAL_ERROR", [failed[0], run.failedAt.get(failed[0])!]);
     if (e instanceof ToolFailed) return run.outcome("FAILED", "TERMINAL_ERROR");

@@ -10,7 +10,9 @@
 //   which makes every property required; the harness's schemas have optional ones). execute counts the
 //   execution and calls the harness's tool. Continue mode keeps the SDK's default errorFunction (its fixed
 //   text); abort mode passes errorFunction: null, so a tool's exception ends the run.
-// * maxRounds -> maxTurns; MaxTurnsExceededError ends the run (the last turn's results are in its state).
+// * maxRounds -> maxTurns; MaxTurnsExceededError ends the run. The SDK checks maxTurns before a model request,
+//   after the last turn's tools ran; the error the caller receives carries the run state, whose public
+//   `history` holds the last turn's function_call_result items: those are read (answered, never shown).
 // * Setting toolNotFoundBehavior: raise_error (the default) or return_error_to_model.
 import { Agent, MaxTurnsExceededError, ModelBehaviorError, Usage, run as runAgent, setTracingDisabled, tool }
   from "@openai/agents";
@@ -101,7 +103,8 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
 
   /** The results of the turn the run ended in (never shown to the model), from the run state. */
   function readState(state: Json): void {
-    const items: Json[] = (state?._generatedItems ?? []).map((it: Json) => it?.rawItem ?? it);
+    let items: Json[] = [];
+    try { items = state?.history ?? []; } catch { items = []; }
     let last = -1;
     items.forEach((it, k) => { if (it?.type === "function_call" && it?.id === `fc_${run.rounds}_0`) last = k; });
     if (last >= 0) readResults(items.slice(last));
