@@ -277,3 +277,14 @@ def test_the_typescript_adapters_compile_and_run_from_the_installed_wheel(instal
                         "--max-examples", "20", "--seed", "1", "--shrink-time", "2", "--quiet", "--out", "ts-fuzz"],
                        cwd=installed.work, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "distinct cause(s) of divergence" in r.stdout, r.stdout + r.stderr  # found
+
+
+def test_the_readme_quickstart_runs_from_the_installed_wheel(installed: Installed) -> None:
+    """The README's quickstart, every command in order, in an empty directory, with only the wheel installed (and
+    pytest, which its last step says to install): issue 30's "from pip install to a fuzzed implementation"."""
+    from tests.test_readme_quickstart import run_quickstart
+
+    _pip(installed.venv, "pytest")
+    work = installed.base / "quickstart"
+    work.mkdir()
+    run_quickstart(work, installed.env)

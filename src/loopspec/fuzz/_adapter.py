@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..protocol.executor import PROTOCOL_VERSION, HeldAnswers, InProcess, holds_answers, roundtrip
 from ..protocol.rpc import (
@@ -184,8 +184,134 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+#: Every implementation process carries ``LOOPSPEC_IMPL=<a value of its own>`` in its environment, and so does
+#: everything it starts: a helper that leaves its process group (``setsid``) or is orphaned on purpose (a
+#: double-forked daemon) is still found by it, in /proc, and ended with the implementation.
+IMPL_MARK: Final = "LOOPSPEC_IMPL"
+#: Every process of a sharded campaign (its --jobs workers, their implementations and their helpers) carries
+#: ``LOOPSPEC_CAMPAIGN=<the campaign's value>``: what the campaign's watchdog ends when the campaign is gone.
+CAMPAIGN_MARK: Final = "LOOPSPEC_CAMPAIGN"
+
+
+def marked(name: str, value: str) -> list[int]:
+    """The processes (of this user, Linux /proc; none elsewhere) whose environment holds ``name=value``; not
+    this process, not a zombie (its environment reads empty)."""
+    needle = f"{name}={value}".encode()
+    me = os.getpid()
+    found: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for e in entries:
+        if not e.isdigit() or int(e) == me:
+            continue
+        try:
+            with open(f"/proc/{e}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:
+            continue
+        if needle in env and needle in env.split(b"\0"):
+            found.append(int(e))
+    return found
+
+
+def end_marked(name: str, value: str, *, rounds: int = 4) -> int:
+    """SIGKILL every process marked ``name=value``, again until none is left (one may fork meanwhile);
+    returns how many were killed."""
+    killed = 0
+    for _ in range(rounds):
+        pids = marked(name, value)
+        if not pids:
+            break
+        for p in pids:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+                killed += 1
+        time.sleep(0.01)
+    return killed
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Have the kernel send ``sig`` to this process when its parent dies (Linux ``PR_SET_PDEATHSIG``; nothing
+    elsewhere). A --jobs worker calls it first thing: a campaign killed with SIGKILL takes its workers along."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, sig, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the call: the signal will not come
+        os.kill(os.getpid(), sig)
+
+
+_WATCHDOG = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+needle = sys.argv[1].encode()
+while os.read(0, 4096):
+    pass
+for _ in range(20):
+    pids = []
+    for e in os.listdir("/proc"):
+        if e.isdigit() and int(e) != os.getpid():
+            try:
+                with open("/proc/%s/environ" % e, "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        pids.append(int(e))
+            except OSError:
+                pass
+    if not pids:
+        break
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.05)
+"""
+
+
+class Watchdog:
+    """A small process that outlives the campaign by a moment: when the campaign ends — or dies, even by
+    SIGKILL (its end of the pipe closes with it) — it kills every process marked ``name=value``. It runs in a
+    session of its own (a Ctrl-C to the terminal does not reach it) and ignores SIGINT, SIGTERM and SIGHUP;
+    it does not carry the mark itself."""
+
+    def __init__(self, name: str, value: str) -> None:
+        import sys
+
+        env = {k: v for k, v in os.environ.items() if k not in (name, IMPL_MARK)}
+        self.proc: subprocess.Popen[bytes] | None = None
+        with contextlib.suppress(OSError):
+            self.proc = subprocess.Popen([sys.executable, "-S", "-I", "-c", _WATCHDOG, f"{name}={value}"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+                                         close_fds=True)
+
+    def close(self, wait: float = 3.0) -> None:
+        """The campaign is over: the watchdog ends what is left, and exits."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
 def end_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the implementation's process group and every descendant still found under it."""
+    """Kill the implementation's process group, every descendant still found under it and every process
+    that carries its mark (:data:`IMPL_MARK`): helpers that left the group or were orphaned on purpose."""
     kids = _descendants(proc.pid) if proc.poll() is None else []
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -195,6 +321,9 @@ def end_group(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         with contextlib.suppress(OSError):
             proc.kill()
+    mark = getattr(proc, "loopspec_mark", None)
+    if mark is not None:
+        end_marked(IMPL_MARK, mark)
 
 
 class ProcessImpl(Impl):
@@ -396,13 +525,16 @@ class ImplFactory:
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         assert self.argv is not None
+        mark = os.urandom(8).hex()
+        env = {**(self.env if self.env is not None else os.environ), IMPL_MARK: mark}
         try:
             proc = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
-                cwd=self.cwd, env=self.env, start_new_session=True,  # its own process group, ended with it
+                cwd=self.cwd, env=env, start_new_session=True,  # its own process group, ended with it
             )
         except OSError as exc:
             raise StartError(f"cannot start {shlex.join(self.argv)}: {exc.strerror or exc}") from None
+        proc.loopspec_mark = mark  # type: ignore[attr-defined]  # what end_group looks for in /proc
         self.started += 1
         return proc
 

@@ -36,7 +36,7 @@ from typing import Any, Final
 from ..protocol.rpc import ProtocolFailure
 from ..spec.base import default_spec_path, spec_chosen
 from ..spec.loader import using_spec
-from ._adapter import ImplFactory, Target, holds_answers
+from ._adapter import CAMPAIGN_MARK, ImplFactory, Target, Watchdog, die_with_parent, end_marked, holds_answers
 from ._coverage import Coverage, spec_transition_ids
 from ._declared import Declaration, judging_profile
 from ._generate import Ahead, Generator, Planned
@@ -271,12 +271,42 @@ def run_shard(target: Target, settings: Settings, shard: int, shards: int, *, ti
         return _run_shard(target, settings, shard, shards, timeout=timeout, cwd=cwd, deadline=deadline)
 
 
+#: In a --jobs worker: where it sends what it finds as it finds it (set by :func:`_worker_start`)
+_SINK: Any = None
+
+
+def _worker_start(sink: Any) -> None:
+    """A --jobs worker's first act: die with the campaign (even a SIGKILLed one), leave Ctrl-C to the campaign
+    (which ends the workers itself), and send its findings and statistics to ``sink`` as they come."""
+    import signal
+
+    global _SINK
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _SINK = sink
+
+
+def _send(msg: tuple[Any, ...]) -> None:
+    """One message to the campaign, pickled now (the queue would pickle it later, in another thread, while the
+    explorer goes on changing it)."""
+    import pickle
+
+    if _SINK is not None:
+        with contextlib.suppress(Exception):
+            _SINK.put(pickle.dumps(msg))
+
+
 def _run_shard(target: Target, settings: Settings, shard: int, shards: int, *, timeout: float | None,
                cwd: str | None, deadline: float | None) -> ShardResult:
     factory = ImplFactory(target, timeout=timeout, cwd=cwd)
-    ex = Explorer(factory, settings)
+    streaming = _SINK is not None
+    ex = Explorer(factory, settings, on_finding=(lambda f: _send(("finding", shard, f))) if streaming else None)
+    sent = [0.0]
 
     def stop() -> str | None:
+        if streaming and time.monotonic() - sent[0] > 0.25:  # the campaign's view of this shard, if it ends now
+            sent[0] = time.monotonic()
+            _send(("stats", shard, ex.stats, ex.coverage, factory.started))
         if deadline is not None and time.time() >= deadline:
             return "time-budget"
         if ex.first_reported is not None:
@@ -509,13 +539,7 @@ class Campaign:
                 futures = [client.submit(run_shard, *a, pure=False, **kw) for a in args]
                 results = client.gather(futures)
         else:
-            import concurrent.futures
-            import multiprocessing
-
-            ctx = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-                futures = [pool.submit(run_shard, *a, **kw) for a in args]
-                results = [fu.result() for fu in futures]
+            results = self._run_jobs(args, kw)
         processes = 0
         for r in results:
             self.coverage.merge(r.coverage)
@@ -526,6 +550,75 @@ class Campaign:
             for f in r.findings:
                 self._found(f)
         self.shard_processes = processes
+
+    def _run_jobs(self, args: list[tuple[Any, ...]], kw: dict[str, Any]) -> list[ShardResult]:
+        """The shards on ``--jobs`` local worker processes. Each worker sends its findings as it finds them
+        (their cases are written at once) and its statistics every quarter second; when the campaign is
+        interrupted (Ctrl-C, SIGTERM) it stops waiting at once, ends the workers and everything they started,
+        and keeps what they sent. Every process of the campaign carries its mark (:data:`CAMPAIGN_MARK`), and a
+        watchdog ends whatever still carries it when the campaign is over, or killed."""
+        import concurrent.futures
+        import multiprocessing
+        import pickle
+        import queue
+
+        ctx = multiprocessing.get_context("spawn")
+        sink = ctx.Queue()
+        mark = os.urandom(8).hex()
+        before = os.environ.get(CAMPAIGN_MARK)
+        os.environ[CAMPAIGN_MARK] = mark  # inherited by the workers, their implementations and their helpers
+        watchdog = Watchdog(CAMPAIGN_MARK, mark)
+        latest: dict[int, tuple[Stats, Coverage, int]] = {}
+
+        def drain() -> None:
+            while True:
+                try:
+                    msg = pickle.loads(sink.get_nowait())
+                except (queue.Empty, OSError, EOFError, ValueError, pickle.UnpicklingError):
+                    return
+                if msg[0] == "finding":
+                    self._found(msg[2])
+                elif msg[0] == "stats":
+                    latest[msg[1]] = (msg[2], msg[3], msg[4])
+
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=len(args), mp_context=ctx,
+                                                      initializer=_worker_start, initargs=(sink,))
+        finished = False
+        try:
+            futures = [pool.submit(run_shard, *a, **kw) for a in args]
+            pending = set(futures)
+            while pending:
+                _, pending = concurrent.futures.wait(pending, timeout=0.2)
+                drain()
+            results = [fu.result() for fu in futures]
+            drain()
+            finished = True
+            return results
+        finally:
+            if not finished:  # interrupted (or a worker failed): what the workers sent is what was found
+                drain()
+                workers = list(getattr(pool, "_processes", {}).values())
+                for w in workers:
+                    with contextlib.suppress(Exception):
+                        w.kill()
+                end_marked(CAMPAIGN_MARK, mark)
+                pool.shutdown(wait=False, cancel_futures=True)
+                for w in workers:
+                    with contextlib.suppress(Exception):
+                        w.join(timeout=2.0)
+                for st, cov, started in latest.values():
+                    self.stats.merge(st)
+                    self.coverage.merge(cov)
+                    self.shard_processes = getattr(self, "shard_processes", 0) + started
+            else:
+                pool.shutdown(wait=True)
+            watchdog.close()
+            sink.close()
+            sink.cancel_join_thread()
+            if before is None:
+                os.environ.pop(CAMPAIGN_MARK, None)
+            else:
+                os.environ[CAMPAIGN_MARK] = before
 
     def stats_json(self, elapsed: float, interrupted: bool) -> dict[str, Json]:
         st = self.stats
