@@ -98,7 +98,7 @@ def test_a_missing_node_is_a_usage_error_that_says_what_to_install(tmp_path) -> 
     env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
     for argv in (["fuzz", "--impl", "ai-sdk", "--mode", "loop"], ["frameworks", "install", "js"]):
         done = subprocess.run([sys.executable, "-m", "loopspec", *argv], capture_output=True, text=True, env=env,
-                              timeout=60)
+                              timeout=60, cwd=tmp_path)  # (fuzz makes its default --out, loopspec-out/, in cwd)
         assert done.returncode == 2, done.stderr
         assert "Node.js >= 20 on PATH" in done.stderr and "Traceback" not in done.stderr
 
