@@ -98,7 +98,7 @@ def test_a_missing_node_is_a_usage_error_that_says_what_to_install(tmp_path) -> 
     env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
     for argv in (["fuzz", "--impl", "ai-sdk", "--mode", "loop"], ["frameworks", "install", "js"]):
         done = subprocess.run([sys.executable, "-m", "loopspec", *argv], capture_output=True, text=True, env=env,
-                              timeout=60)
+                              timeout=60, cwd=tmp_path)  # (fuzz makes its default --out, loopspec-out/, in cwd)
         assert done.returncode == 2, done.stderr
         assert "Node.js >= 20 on PATH" in done.stderr and "Traceback" not in done.stderr
 
@@ -462,3 +462,106 @@ def test_the_ai_sdk_recordings_are_reproducible(tmp_path) -> None:
         assert sorted({x.violation.rule for x in fresh.records if x.violation}) == c["rules"], c["file"]
         assert [x.violation.explanation for x in fresh.records if x.violation] == [
             x.violation.explanation for x in kept.records if x.violation]
+
+
+# --------------------------------------------------------------------------------------------
+# Concurrency (protocol v1.1): the frameworks' own concurrent tool calls, completion order picked by the harness
+# --------------------------------------------------------------------------------------------
+
+FAIL = {"fail": "INTERNAL_ERROR"}
+
+
+def _step3(mode: str, script: list[Any]) -> dict[str, Any]:
+    return {"kind": "batch",
+            "config": {"tools": [{"name": "lookup", "inputSchema": {"type": "object", "properties": {}},
+                                  "annotations": {"readOnlyHint": True}}],
+                       "budget": 5, "mode": mode, "principal": "alice",
+                       "concurrency": {"maxConcurrency": 3, "overlap": "all"}},
+            "calls": [{"id": f"c{i}", "name": "lookup", "arguments": {}} for i in (1, 2, 3)],
+            "script": script, "schedule": []}
+
+
+def _orders(name: str, mode: str) -> list[tuple[list[int], Any, dict[str, Any]]]:
+    """Every completion order of three calls (the second fails), each run on one adapter process."""
+    from loopspec.fuzz._adapter import ImplFactory
+    from loopspec.fuzz._generate import all_orders
+
+    target = resolve(name)
+    factory = ImplFactory(target, timeout=30.0, warm=False, label=name)
+    impl = factory.open("batch")
+    try:
+        assert impl.info["capabilities"]["concurrency"] is True
+        step = target.normalize_step(_step3(mode, [{"value": 1}, FAIL, {"value": 3}]))
+        return [(schedule, p, run_step(impl, {**step, "schedule": schedule})) for schedule, p in all_orders(step)]
+    finally:
+        factory.release(impl)
+        factory.close()
+
+
+def _released(trace: dict[str, Any]) -> list[int]:
+    return [e["execution"] for e in trace["events"] if e["type"] == "release"]
+
+
+@pytest.mark.frameworks
+@pytest.mark.parametrize("name", sorted(NODE))
+def test_the_framework_completes_in_the_order_the_schedule_picks(name: str) -> None:
+    """C2-C4, R31, R32: every call of the response starts before the first release (the framework runs them
+    concurrently), the harness releases them in each of the six orders, and the answers come back in request order
+    whatever the order of completion (continue mode: the failure is answered, the others kept)."""
+    _need(name)
+    for schedule, p, trace in _orders(name, "continue"):
+        assert [e["type"] for e in trace["events"]][:4] == ["execute", "execute", "execute", "release"], schedule
+        assert _released(trace) == [k for k, _, _ in p.releases or []], schedule
+        result = _result(trace)
+        assert [(r["id"], r["status"]) for r in result["results"]] == [("c1", "ok"), ("c2", "error"), ("c3", "ok")]
+        assert [r.get("output") for r in result["results"]][::2] == [1, 3]
+        assert judge(trace, profile=name).ok, (schedule, judge(trace, profile=name).violation)
+
+
+@pytest.mark.frameworks
+@pytest.mark.parametrize("name", ["openai-agents-js", "langgraph-js"])
+def test_an_abort_cancels_the_siblings_and_loses_every_answer_of_the_response(name: str) -> None:
+    """C5, R34, R35 (observed): the second call fails in abort mode (Agents JS errorFunction: null, LangGraph JS
+    handleToolErrors: false). Both abort the tool bodies still waiting (their abort signal: the adapter sends
+    $/cancelRequest, so every execution is released or cancelled) and the run keeps no answer of the response,
+    whatever finished first: R34 answers-lost-on-abort under the strict profile, the profile's tool_execution =
+    concurrent under theirs."""
+    _need(name)
+    for schedule, _p, trace in _orders(name, "abort"):
+        order = _released(trace)
+        cancelled = [e["execution"] for e in trace["events"] if e["type"] == "cancel"]
+        assert 2 in order and sorted(order + cancelled) == [1, 2, 3], (schedule, order, cancelled)
+        assert order[-1] == 2 or not cancelled  # nothing is cancelled before the failure lands
+        result = _result(trace)
+        assert result["results"] == [] and result["aborted"] == {"index": 1, "code": "INTERNAL_ERROR"}
+        v = judge(trace)
+        assert v.violation is not None and (v.violation.rule, v.violation.kind) == ("R34", "answers-lost-on-abort")
+        assert judge(trace, profile=name).ok
+
+
+@pytest.mark.frameworks
+def test_the_ai_sdk_one_call_at_a_time_has_no_concurrency() -> None:
+    """toolCallConcurrency: 1 runs a step's calls one after the other: the adapter does not announce the
+    capability, and a concurrent step is run sequentially."""
+    _need("ai-sdk")
+    target = resolve("ai-sdk[toolCallConcurrency=1]")
+    assert not target.adapter().concurrent() and resolve("ai-sdk").adapter().concurrent()
+    assert "concurrency" not in target.normalize_step(_step3("continue", []))["config"]
+
+
+@pytest.mark.frameworks
+@pytest.mark.parametrize("name", sorted(NODE))
+def test_a_campaign_in_the_default_concurrent_mode(name: str, tmp_path) -> None:
+    """A batch campaign generates concurrent steps for the adapter (section 5's transitions are reachable), no
+    protocol finding, and every finding's case holds its schedule (replayable)."""
+    import json
+
+    _need(name)
+    res = fuzz(resolve(name), mode="batch", max_examples=8, seed=7, out=tmp_path, shrink_seconds=3.0)
+    assert res.stats["steps"] > 0
+    assert {"T30", "T31", "T33"} <= set(res.coverage["reachable"])
+    for f in res.findings:
+        assert not f.rule.startswith("P"), f.verdict.violation
+        case = json.loads((tmp_path / f"{f.cause}.json").read_text())
+        if "concurrency" in case["steps"][-1]["config"]:
+            assert isinstance(case["steps"][-1]["schedule"], list)

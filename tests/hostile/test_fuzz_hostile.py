@@ -158,6 +158,19 @@ def test_a_child_holding_the_pipes_is_ended_and_the_exit_is_named(tmp_path: Path
     assert "still open" in err["detail"]  # the cause: a process it started holds the pipe
 
 
+@pytest.mark.parametrize("isolation", ["campaign", "example"])
+def test_helpers_that_leave_the_process_group_are_ended_with_the_implementation(tmp_path: Path,
+                                                                                  isolation: str) -> None:
+    """Issue 32 item 7: every implementation process starts 3 double-forked daemons (orphaned at once, in
+    sessions of their own) and 3 helpers in process groups of their own; a correct executor otherwise. Ending
+    its process group (and the descendants listed while it lives) left every daemon and, once the leader had
+    gone first, the helpers running: each carries the implementation's mark (LOOPSPEC_IMPL) and is ended by
+    it. ``assert_sane`` finds every process the run left (by the test's own mark) and fails on any."""
+    run = fuzz(tmp_path, impl("daemons"), "--max-examples", "6", "--isolation", isolation, wall=120)
+    assert_sane(run, exit_code=0, max_rss_mb=300)
+    assert json.loads((tmp_path / "campaign.json").read_text())["stats"]["processesStarted"] >= 1
+
+
 # --------------------------------------------------------------------------------------------
 # Values that broke the writer: big integers, deep nesting, NaN / Infinity, invalid UTF-8
 # --------------------------------------------------------------------------------------------

@@ -7,9 +7,11 @@ each adapter: they say which steps the framework can express (:meth:`normalize_s
 which settings its adapter takes, without running Node. ``--impl ai-sdk`` (``openai-agents-js``,
 ``langgraph-js``, ``mastra``) resolves to the command that runs the adapter (:func:`command`).
 
-The adapters' protocol side is sequential (no ``concurrency`` capability): the frameworks start a response's
-tool calls together, and the adapter queues their ``tool.execute`` requests in the order the framework starts
-them, each answered at once.
+The frameworks start a response's tool calls together (their default), and the adapters announce the
+``concurrency`` capability (protocol v1.1, batch steps): in a concurrent step each tool body sends its
+``tool.execute`` when the framework starts it and awaits the answer the harness releases, so loopspec picks the
+completion order (``frameworks/js/src/protocol.ts``, ``Rpc.hold``), as the Python adapters' held answers do.
+The AI SDK with ``toolCallConcurrency=1`` runs one call at a time: no capability.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class NodeFrameworkExecutor(FrameworkExecutor):
     package = "?"
 
     def concurrent(self) -> bool:
-        return False  # the adapter's protocol side is sequential (module docstring)
+        return True  # the framework starts a response's calls together; the adapter holds answers (docstring)
 
     def unrepresentable(self, call: Json) -> str | None:
         why = super().unrepresentable(call)
@@ -101,6 +103,9 @@ class AISDKExecutor(NodeFrameworkExecutor):
     #: toolCallConcurrency: ToolLoopAgent's setting (default: every call of a step at once; 1: one at a time)
     SETTINGS: ClassVar[dict[str, tuple[str, ...]]] = {"toolCallConcurrency": ("default", "1")}
     limit_support: ClassVar[dict[str, str]] = {"maxRounds": "stopWhen: isStepCount(maxRounds)", **_NO_BUDGETS}
+
+    def concurrent(self) -> bool:
+        return self.setting("toolCallConcurrency") == "default"
 
     def normalize_step(self, step: dict[str, Json]) -> dict[str, Json]:
         step = super().normalize_step(step)

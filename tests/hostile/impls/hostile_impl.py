@@ -142,8 +142,31 @@ def late_execute(rpc: object) -> None:
     read()
 
 
+def daemons(n: int = 3) -> None:
+    """``n`` double-forked daemons (orphaned at once, in sessions of their own) and ``n`` helpers that leave the
+    process group but stay its children: none of them reads the pipes (their stdio is /dev/null)."""
+    import subprocess
+
+    for _ in range(n):
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                time.sleep(300)
+            os._exit(0)
+        os.wait()
+    for _ in range(n):
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 if __name__ == "__main__":
-    if MODE == "stderr-flood":  # a correct executor whose logs never stop
+    if MODE == "daemons":  # a correct executor that leaves helpers behind: daemons, own-process-group children
+        daemons()
+        run_example()
+    elif MODE == "stderr-flood":  # a correct executor whose logs never stop
         def flood() -> None:
             line = ("x" * 1023 + "\n").encode()
             while True:

@@ -81,7 +81,7 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
       inputSchema: zodSchema(schema),
       execute: async (input: Json, options: Json) => {
         const i = run.entering(options.toolCallId, name, input);
-        return run.enter(i, options.toolCallId, name, input);
+        return run.enter(i, options.toolCallId, name, input, options?.abortSignal);
       },
     });
   }
@@ -108,7 +108,7 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
 
 const version = await versionOf("ai");
 serve({
-  name: "ai-sdk", version: `ai ${version}`,
+  name: "ai-sdk", version: `ai ${version}`, concurrency: settings.toolCallConcurrency === "default",
   batchRun: (params: Json, rpc: Rpc) => batchAsLoop(params, rpc, loop),
   loopRun: (params: Json, rpc: Rpc) => loopRun(params, rpc, loop),
 });

@@ -100,7 +100,7 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
   const tools = Object.entries(run.tools).map(([name, schema]) => tool(async (input: Json, config: Json) => {
     const callId = config?.toolCall?.id ?? config?.toolCallId;
     const i = run.entering(callId, name, input);
-    return JSON.stringify(await run.enter(i, callId, name, input));
+    return JSON.stringify(await run.enter(i, callId, name, input, config?.signal));
   }, { name, description: `The tool ${name}.`, schema: zodSchema(schema) }));
 
   const variant = settings.agent;
@@ -147,7 +147,7 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
 
 const version = await versionOf("@langchain/langgraph");
 serve({
-  name: "langgraph-js", version: `@langchain/langgraph ${version}`,
+  name: "langgraph-js", version: `@langchain/langgraph ${version}`, concurrency: true,
   batchRun: (params: Json, rpc: Rpc) => batchAsLoop(params, rpc, loop),
   loopRun: (params: Json, rpc: Rpc) => loopRun(params, rpc, loop),
 });

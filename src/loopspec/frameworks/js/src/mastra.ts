@@ -76,7 +76,7 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
       execute: async (input: Json, context: Json) => {
         const callId = context?.agent?.toolCallId;
         const i = run.entering(callId, name, input);
-        const out = await run.enter(i, callId, name, input);
+        const out = await run.enter(i, callId, name, input, context?.abortSignal ?? context?.agent?.abortSignal);
         if (i !== null) returned.add(i);
         return out;
       },
@@ -106,7 +106,7 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
 
 const version = await versionOf("@mastra/core");
 serve({
-  name: "mastra", version: `@mastra/core ${version}`,
+  name: "mastra", version: `@mastra/core ${version}`, concurrency: true,
   batchRun: (params: Json, rpc: Rpc) => batchAsLoop(params, rpc, loop),
   loopRun: (params: Json, rpc: Rpc) => loopRun(params, rpc, loop),
 });

@@ -93,7 +93,7 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
     execute: async (input: Json, _ctx: Json, details: Json) => {
       const callId = details?.toolCall?.callId;
       const i = run.entering(callId, name, input);
-      const out = JSON.stringify(await run.enter(i, callId, name, input));
+      const out = JSON.stringify(await run.enter(i, callId, name, input, details?.signal));
       if (i !== null) returned.add(i);
       return out;
     },
@@ -144,7 +144,7 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
 
 const version = await versionOf("@openai/agents");
 serve({
-  name: "openai-agents-js", version: `@openai/agents ${version}`,
+  name: "openai-agents-js", version: `@openai/agents ${version}`, concurrency: true,
   batchRun: (params: Json, rpc: Rpc) => batchAsLoop(params, rpc, loop),
   loopRun: (params: Json, rpc: Rpc) => loopRun(params, rpc, loop),
 });

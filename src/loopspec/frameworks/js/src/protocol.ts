@@ -2,6 +2,14 @@
 // newline-delimited JSON-RPC 2.0, requests both ways, v1 sequential (one tool.execute or model.next outstanding
 // at a time: the adapters' calls queue here). Nothing but protocol messages goes to stdout: console output of
 // the frameworks is sent to stderr.
+//
+// Protocol v1.1 (PROTOCOL.md section 7, the `concurrency` capability): in a batch.run whose params carry
+// `concurrency`, Rpc.hold() makes every tool.execute go out at once, when the framework starts the execution
+// (C2), and its answer is whatever the harness releases (C3): the tool body awaits it. A watcher says
+// `tool.waiting` when the framework is idle while answers are held: nothing was sent or answered during QUIET
+// consecutive turns of Node's event loop (setImmediate: every promise job queued before has run), i.e. every
+// running body awaits a held answer; after each `tool.waiting` it waits for the release before counting again.
+// A tool body whose abort signal fires while its answer is held sends `$/cancelRequest` (C5) and fails.
 import * as readline from "node:readline";
 import { writeSync } from "node:fs";
 
@@ -16,6 +24,8 @@ export class RpcError extends Error {
 export interface Adapter {
   name: string;
   version: string;
+  /** protocol v1.1: the framework runs the calls of a response concurrently at these settings */
+  concurrency?: boolean;
   batchRun(params: Json, rpc: Rpc): Promise<Json>;
   loopRun(params: Json, rpc: Rpc): Promise<Json>;
 }
@@ -42,8 +52,88 @@ export class Rpc {
   private pending = new Map<number, { resolve: (v: Json) => void; reject: (e: any) => void }>();
   private queue: Promise<unknown> = Promise.resolve();
 
-  /** Send a request to the harness and wait for its answer; calls are serialized (protocol v1). */
-  request(method: string, params: Json): Promise<Json> {
+  /** Held answers (a concurrent batch step): request ids of tool.execute sent and not answered yet. */
+  private held = new Set<number>();
+  private holding = false;
+  private activity = 0;
+  private watching = false;
+  private released: (() => void) | null = null;
+  static readonly QUIET = 32;
+
+  /** Protocol v1.1 for the current run: tool.execute requests go out at once and their answers are held. */
+  hold(on: boolean): void {
+    this.holding = on;
+    if (!on) { // the run has ended: executions still held were left running by the framework (C6)
+      for (const id of this.held) this.pending.delete(id);
+      this.held.clear();
+      const r = this.released;
+      this.released = null;
+      r?.();
+    }
+  }
+
+  private settle(id: number): void {
+    if (this.held.delete(id)) {
+      this.activity++;
+      const r = this.released;
+      this.released = null;
+      r?.();
+    }
+  }
+
+  private async watch(): Promise<void> {
+    if (this.watching) return;
+    this.watching = true;
+    try {
+      let quiet = 0;
+      let seen = this.activity;
+      while (this.holding && this.held.size > 0) {
+        await new Promise((r) => setImmediate(r));
+        if (this.activity !== seen) {
+          seen = this.activity;
+          quiet = 0;
+          continue;
+        }
+        if (++quiet < Rpc.QUIET) continue;
+        quiet = 0;
+        const released = new Promise<void>((r) => { this.released = r; });
+        send({ jsonrpc: "2.0", method: "tool.waiting", params: {} });
+        await released; // the harness answers one held request (or the run stops holding)
+        seen = this.activity;
+      }
+    } finally {
+      this.watching = false;
+    }
+  }
+
+  private requestHeld(method: string, params: Json, signal?: AbortSignal): Promise<Json> {
+    return new Promise<Json>((resolve, reject) => {
+      const id = ++this.next;
+      let onAbort: (() => void) | null = null;
+      const done = () => { if (onAbort) signal?.removeEventListener("abort", onAbort); this.settle(id); };
+      this.pending.set(id, { resolve: (v) => { done(); resolve(v); }, reject: (e) => { done(); reject(e); } });
+      this.held.add(id);
+      this.activity++;
+      send({ jsonrpc: "2.0", id, method, params });
+      if (signal) {
+        onAbort = () => {
+          if (!this.held.has(id)) return;
+          this.pending.delete(id); // the harness's -32800 answer is discarded (C5)
+          send({ jsonrpc: "2.0", method: "$/cancelRequest", params: { id } });
+          this.settle(id);
+          reject(new RpcError(-32800, "request cancelled"));
+        };
+        if (signal.aborted) onAbort();
+        else signal.addEventListener("abort", onAbort, { once: true });
+      }
+      void this.watch();
+    });
+  }
+
+  /** Send a request to the harness and wait for its answer; calls are serialized (protocol v1), except
+   * tool.execute while answers are held (hold()). */
+  request(method: string, params: Json, signal?: AbortSignal): Promise<Json> {
+    if (this.holding && method === "tool.execute") return this.requestHeld(method, params, signal);
     const go = () =>
       new Promise<Json>((resolve, reject) => {
         const id = ++this.next;
@@ -140,7 +230,7 @@ export function serve(adapter: Adapter): void {
         return;
       }
       reply(id, { name: adapter.name, version: adapter.version,
-                  capabilities: { batch: true, loop: true, concurrency: false } });
+                  capabilities: { batch: true, loop: true, concurrency: adapter.concurrency ?? false } });
     } else if (method === "shutdown") {
       reply(id, null);
       process.exit(0);

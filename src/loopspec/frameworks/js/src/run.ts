@@ -106,7 +106,7 @@ export class Run {
 
   /** A tool body was entered: count the execution and run the harness's tool (tool.execute) with the
    * proposal's arguments and the trusted principal. */
-  async enter(index: number | null, callId: Json, name: string, received: Json): Promise<Json> {
+  async enter(index: number | null, callId: Json, name: string, received: Json, signal?: AbortSignal): Promise<Json> {
     this.executed += 1;
     const k = this.executed;
     const call = index !== null ? this.call(index) : undefined;
@@ -116,8 +116,10 @@ export class Run {
     let res: Json;
     try {
       res = await this.rpc.request("tool.execute", { callId: cid, name, arguments: args ?? {},
-                                                     context: { principal: this.principal } });
+                                                     context: { principal: this.principal } }, signal);
     } catch (e) {
+      // cancelled by the framework (its abort signal, protocol C5): no failure of the tool, no answer
+      if (e instanceof RpcError && e.code === -32800) throw e;
       const cat = e instanceof RpcError && e.data && CATEGORIES.has(e.data.category) ? e.data.category : "INTERNAL_ERROR";
       if (index !== null) this.failedAt.set(index, cat);
       throw new ToolFailed(cat, `${CANARY_PREFIX}${k}`);
@@ -226,7 +228,14 @@ export async function batchAsLoop(params: Json, rpc: Rpc, loop: Loop): Promise<J
   const mode = params.mode ?? "abort";
   const loopParams = { tools: params.tools ?? [], mode, onLimit: "throw", principal: params.principal ?? "anonymous",
                        limits: { maxExecutions: params.budget ?? null, maxRounds: null } };
-  const out = await loop(run, loopParams, batchModel([...(params.calls ?? [])]), true);
+  const concurrent = params.concurrency !== null && typeof params.concurrency === "object";
+  rpc.hold(concurrent);
+  let out: Json;
+  try {
+    out = await loop(run, loopParams, batchModel([...(params.calls ?? [])]), true);
+  } finally {
+    rpc.hold(false);
+  }
   await rpc.idle();
   return { results: out.results, executed: run.executed, aborted: out.aborted };
 }
