@@ -3,7 +3,10 @@
 Exit 0 when no divergence was found, 1 when one was (each shrunk case is in ``--out``), 2 on a
 usage error or when the implementation cannot be started, 130 when interrupted (Ctrl-C) before any
 divergence was found, 143 when terminated (SIGTERM) and 129 when hung up (SIGHUP) before any was found
-(campaign.json is written either way, and says ``interrupted``).
+(campaign.json is written either way, and says ``interrupted``). When a file in ``--out`` cannot be written
+(a full disk, a file size limit), the campaign stops there, keeps the files already written, writes
+campaign.json if there is still room, names the file and the reason on stderr and exits 1 when something was
+found, else 2 (as ``check`` does when its report cannot be written).
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..support.progress import Status
-from ..support.text import paint, use_color
+from ..support.text import paint, printable, use_color
 from ._common import (
     EXIT_FOUND,
     EXIT_OK,
+    EXIT_USAGE,
     UsageError,
     add_format_option,
     add_jobs_option,
@@ -246,6 +250,11 @@ def handle(args: argparse.Namespace) -> int:
             factory.close()
     finally:
         log.close()
+    if result.out_error is not None:
+        where = out / "campaign.json"
+        print(f"loopspec fuzz: error: --out: {printable(result.out_error)}; the files written before are kept in "
+              f"{printable(str(out))}" + ("" if str(where) in result.files else f"; {printable(str(where))} "
+                                          "could not be written either"), file=sys.stderr)
     if args.report:
         from ..fuzz._report import write_report
 
@@ -272,9 +281,13 @@ def handle(args: argparse.Namespace) -> int:
         if strict_result is not None:
             body["strictComparison"] = doc(strict_result, out / "strict")
         sys.stdout.write(json_text(body))
+        if result.ok and result.out_error is not None:
+            return EXIT_USAGE
         return EXIT_FOUND if not result.ok else interrupted_exit(result) if result.interrupted else EXIT_OK
     print_summary(result, out, args, color)
     if result.ok:
+        if result.out_error is not None:
+            return EXIT_USAGE
         return interrupted_exit(result) if result.interrupted else EXIT_OK
     return EXIT_FOUND
 
@@ -322,6 +335,8 @@ def print_summary(result: Any, out: Any, args: argparse.Namespace, color: bool) 
         head += f"; stopped at the first reduced case (-x) after {st['examples']} of {args.max_examples} examples"
     if result.interrupted:
         head += "; INTERRUPTED (the findings so far are on disk; campaign.json says interrupted)"
+    if result.out_error is not None:
+        head += f"; STOPPED: {result.out_error} (see the error below)"
     if result.ok:
         print(f"{paint('no divergence', '32', color)}: {head}")
     else:
@@ -357,6 +372,8 @@ def print_summary(result: Any, out: Any, args: argparse.Namespace, color: bool) 
         shares = cov.get("shares") or {}
         if shares:
             print("loop examples with: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
+    if result.out_error is not None:  # what could not be written is not offered as a next step
+        return
     if not result.ok or not args.quiet:
         print(f"campaign: {out / 'campaign.json'}")
     if not result.ok:

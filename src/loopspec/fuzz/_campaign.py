@@ -43,7 +43,7 @@ from ._generate import Ahead, Generator, Planned
 from ._harness import failed_start_trace
 from ._judging import Judging
 from ._model import FINDING_SUFFIXES, CampaignResult, CaseError, Finding, Stats, as_finding, load_case
-from ._outputs import CaseFiles, corpus_files, coverage_doc, finding_summary
+from ._outputs import CaseFiles, OutputError, corpus_files, coverage_doc, finding_summary
 from ._reduce import Reducer
 from ._run import HISTORY, Live, replay_case
 from ._steps import announces_concurrency
@@ -401,6 +401,7 @@ class Campaign:
         self.explorer: Explorer | None = None
         self.coverage = Coverage()
         self.stats = Stats()
+        self.out_error: str | None = None  # a file in out that could not be written (OutputError)
 
     def meta(self) -> dict[str, Json]:
         meta = {"impl": self.factory.describe(), "seed": self.seed, "implInfo": self.factory.info,
@@ -495,6 +496,9 @@ class Campaign:
             interrupted = True
             signum = getattr(exc, "signum", 2)
             self.stats.stopped = "interrupted"
+        except OutputError as exc:  # a case could not be written (a full disk): stop, keep what is written
+            self.out_error = str(exc)
+            self.stats.stopped = "out-unwritable"
         finally:
             if self.explorer is not None:
                 self.explorer.close()
@@ -509,13 +513,24 @@ class Campaign:
                                 coverage=self.coverage.to_json(self.coverage_mode, spec_transition_ids(self.mode)),
                                 params=self.settings.to_json() | {"jobs": self.jobs, "dask": self.dask},
                                 signum=signum, corpus=self.corpus, impl=self.factory.describe())
+        result.out_error = self.out_error
         if self.files is not None:
-            result.files = self.files.finish(findings)
-            result.files += self.files.write_summary(
-                result, {"mode": self.mode, "maxExamples": self.max_examples, "stepsPerExample": self.settings.steps,
-                         "isolation": self.settings.isolation},
-                coverage_doc(self.coverage, mode=self.mode, seed=self.seed, impl=self.factory.describe(),
-                             steps=self.stats.steps))
+            try:
+                result.files = self.files.finish(findings)
+            except OutputError as exc:
+                result.out_error = self.out_error = self.out_error or str(exc)
+                result.stats["stoppedBy"] = self.stats.stopped = self.stats.stopped or "out-unwritable"
+                result.files = sorted(str(self.out / n) for n in self.files.written)
+            if result.out_error is not None:
+                result.stats["outError"] = result.out_error
+            try:  # campaign.json, if there is room for it still (it says which file could not be written)
+                result.files += self.files.write_summary(
+                    result, {"mode": self.mode, "maxExamples": self.max_examples,
+                             "stepsPerExample": self.settings.steps, "isolation": self.settings.isolation},
+                    coverage_doc(self.coverage, mode=self.mode, seed=self.seed, impl=self.factory.describe(),
+                                 steps=self.stats.steps))
+            except OutputError as exc:
+                result.out_error = self.out_error or str(exc)
         return result
 
     def _run_here(self) -> None:
@@ -596,7 +611,8 @@ class Campaign:
             return results
         finally:
             if not finished:  # interrupted (or a worker failed): what the workers sent is what was found
-                drain()
+                with contextlib.suppress(OutputError):
+                    drain()
                 workers = list(getattr(pool, "_processes", {}).values())
                 for w in workers:
                     with contextlib.suppress(Exception):

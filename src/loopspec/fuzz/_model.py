@@ -174,6 +174,8 @@ class CampaignResult:
     corpus: list[dict[str, Json]] = field(default_factory=list)
     #: what ``loopspec replay --impl`` needs to rerun a case against this implementation
     impl: str | None = None
+    #: a file in ``out`` that could not be written, and why (the campaign stopped there; see OutputError)
+    out_error: str | None = None
 
     @property
     def ok(self) -> bool:

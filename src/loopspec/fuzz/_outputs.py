@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..support.text import printable_lines, write_atomic
+from ..support.text import printable_lines
+from ..support.text import write_atomic as _write_atomic
 from ._coverage import Coverage, spec_transition_ids
 from ._model import (
     CAMPAIGN_FORMAT,
@@ -39,7 +40,26 @@ from ._model import (
 from ._paths import diagram_trace
 from ._report import render_finding
 
-__all__ = ["CaseFiles", "corpus_files", "coverage_doc", "finding_summary"]
+__all__ = ["CaseFiles", "OutputError", "corpus_files", "coverage_doc", "finding_summary"]
+
+
+class OutputError(Exception):
+    """A file in ``out`` cannot be written (a full disk, a file size limit, a read-only directory): the campaign
+    stops, keeps what it wrote, and says which file and why."""
+
+    def __init__(self, path: str | os.PathLike[str], why: str) -> None:
+        super().__init__(f"cannot write {os.fspath(path)}: {why}")
+        self.path = os.fspath(path)
+        self.why = why
+
+
+def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:
+    """:func:`~loopspec.support.text.write_atomic`, its failure an :class:`OutputError` naming the file (a write
+    that fails for lack of room has no file name of its own)."""
+    try:
+        _write_atomic(path, text)
+    except OSError as exc:
+        raise OutputError(path, exc.strerror or str(exc)) from None
 
 Json = Any
 
