@@ -87,6 +87,7 @@ def test_a_busy_pipe_never_hangs_the_fuzzer(mode: str, code: str, kind: str, tmp
 @pytest.mark.parametrize(("mode", "code", "kind", "words"), [
     ("half-line", "P2", "timeout", "within 2 s"),                   # half an answer, then silence: the read's deadline
     ("half-line-exit", "P1", "exited", "after the partial line"),   # half an answer, then it dies between two writes
+    ("exit-between-messages", "P1", "exited", "exit status 4"),     # a whole request, its answer read, then death
 ])
 def test_half_a_message_is_a_finding_not_a_hang(mode: str, code: str, kind: str, words: str, tmp_path: Path) -> None:
     """Issue 32: an implementation that writes half a message and then stops (or dies between its two writes)."""

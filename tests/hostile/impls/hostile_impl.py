@@ -72,6 +72,11 @@ def misbehave(rid: int, method: str, params: dict) -> None:
     if MODE == "half-line-exit":  # half an answer, then it dies between its two writes
         raw('{"jsonrpc": "2.0", "id": ' + str(rid) + ', "res')
         os._exit(5)
+    if MODE == "exit-between-messages":  # one whole message (a tool.execute), its answer read, then death
+        send({"jsonrpc": "2.0", "id": 1, "method": "tool.execute",
+              "params": {"callId": "c1", "name": "lookup", "arguments": {}, "context": {"principal": "x"}}})
+        read()
+        os._exit(4)
     if MODE == "fork-holder":  # a child keeps the pipes; the adapter itself exits
         if os.fork() == 0:
             time.sleep(60)
