@@ -215,6 +215,22 @@ LAST_ROUND = (
 )
 
 
+#: The TypeScript note on Mastra's own traces (issue 29), measured 2026-12-05 with @mastra/otel-exporter 1.4.0
+#: and @mastra/observability 1.17.9 in a scratch copy of the adapters' packages (not pinned in package.json).
+MASTRA_TRACES = (
+    " Mastra's own traces are not in the oracle's golden corpus: Mastra's agent loop is its own and its traces come "
+    "from @mastra/observability. @mastra/otel-exporter 1.4.0 installs beside the pinned packages (its peer "
+    "dependencies are all optional, and it takes `exporter: SpanExporter`, so the OpenTelemetry SDK's "
+    "InMemorySpanExporter and JsonTraceSerializer the AI SDK recorder uses serve) and exports GenAI-named spans "
+    "(`invoke_agent`, `chat`, `execute_tool` with `gen_ai.tool.call.id`); but the `chat` span of a response that "
+    "held tool calls carries `gen_ai.output.messages` = "
+    "`[{\"role\":\"assistant\",\"parts\":[{\"type\":\"text\",\"content\":\"\"}]}]`: the calls appear "
+    "only in Mastra's own `model_chunk` spans (`mastra.model_chunk.output`). `loopspec check` therefore reads an "
+    "empty final answer followed by tool executions (R28 `executed-after-final`) in every recording, the conforming "
+    "one too (observed); a must-pass recording needs the oracle to read those chunk spans."
+)
+
+
 def add(names: list[str], args: argparse.Namespace) -> int:
     """--add: run these frameworks' campaigns and merge them into the page as it is (module docstring)."""
     build = ROOT / "build" / "frameworks"
@@ -345,7 +361,8 @@ def add(names: list[str], args: argparse.Namespace) -> int:
                           "keep no answer of the response). The AI SDK "
                           "and Mastra have no way to end a run on a tool failure (its exception becomes a result the "
                           "model sees), so their steps run in continue mode only; LangGraph's abort mode is "
-                          "ToolNode's `handleToolErrors: false`, the Agents SDK's `errorFunction: null`." + LAST_ROUND)
+                          "ToolNode's `handleToolErrors: false`, the Agents SDK's `errorFunction: null`." + LAST_ROUND
+                          + MASTRA_TRACES)
         page = marker.sub(ts_note, page) if marker.search(page) else page.replace(
             "\n\nEach framework runs in process", "\n\n" + ts_note + "\n\nEach framework runs in process", 1)
     write_atomic(args.out, with_scorecard(page))

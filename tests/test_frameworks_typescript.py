@@ -430,6 +430,11 @@ def test_the_frameworks_page_has_the_typescript_frameworks_and_a_generated_score
     assert card == page_mod.scorecard(page), "the scorecard is stale: python docs/frameworks.py --from-build --add ..."
     header = next(ln for ln in card.splitlines() if ln.startswith("| rule |"))
     assert header == "| rule | " + " | ".join([*FRAMEWORKS, *NODE]) + " |"  # the eleven side by side
+    # the adapters hold answers (the concurrency capability): the concurrency rules are exercised for the four
+    cols = [c.strip() for c in header.split("|")]
+    for rule in ("R29", "R31", "R32", "R33"):
+        row = [c.strip() for c in next(ln for ln in card.splitlines() if ln.startswith(f"| {rule} ")).split("|")]
+        assert all(row[cols.index(n)] != "·" for n in NODE), row
 
 
 # --------------------------------------------------------------------------------------------
