@@ -494,6 +494,9 @@ class ImplFactory:
         self.info: dict[str, Json] | None = None
         #: what the implementation declared in its initialize result (tools, unsupported), or None
         self.declared: Declaration | None = None
+        #: set when the campaign stops this factory's shard from outside (an interrupted --dask campaign): no
+        #: implementation is started any more
+        self.halted = False
 
     def step_normalizer(self) -> Callable[[dict[str, Json]], dict[str, Json]] | None:
         """An in-process target's ``normalize_step`` (framework adapters: the steps the framework can
@@ -539,6 +542,8 @@ class ImplFactory:
         return proc
 
     def _new(self) -> Impl:
+        if self.halted:
+            raise StartError("the campaign was stopped")
         if self.argv is None:
             t = self.target
             if isinstance(t, type) or (callable(t) and not isinstance(t, InProcess)):

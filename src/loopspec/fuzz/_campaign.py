@@ -256,10 +256,12 @@ class ShardResult:
 
 
 def run_shard(target: Target, settings: Settings, shard: int, shards: int, *, timeout: float | None = 10.0,
-              cwd: str | None = None, deadline: float | None = None) -> ShardResult:
+              cwd: str | None = None, deadline: float | None = None, stop_event: str | None = None) -> ShardResult:
     """Examples ``shard``, ``shard + shards``, … of a campaign, on this machine's own implementation
     process (what each --jobs worker and each Dask task runs). ``deadline``: wall-clock seconds
-    (time.time()) after which no new example starts."""
+    (time.time()) after which no new example starts. ``stop_event``: the name of a Dask ``Event`` the
+    campaign sets when it is interrupted: the shard then ends its implementations (and what they started) at
+    once and returns what it had found until then."""
     if isinstance(target, str):
         from ..frameworks import resolve
 
@@ -268,7 +270,8 @@ def run_shard(target: Target, settings: Settings, shard: int, shards: int, *, ti
             if resolved is not None:
                 target = resolved
     with using_spec(settings.spec):
-        return _run_shard(target, settings, shard, shards, timeout=timeout, cwd=cwd, deadline=deadline)
+        return _run_shard(target, settings, shard, shards, timeout=timeout, cwd=cwd, deadline=deadline,
+                          stop_event=stop_event)
 
 
 #: In a --jobs worker: where it sends what it finds as it finds it (set by :func:`_worker_start`)
@@ -297,13 +300,25 @@ def _send(msg: tuple[Any, ...]) -> None:
 
 
 def _run_shard(target: Target, settings: Settings, shard: int, shards: int, *, timeout: float | None,
-               cwd: str | None, deadline: float | None) -> ShardResult:
-    factory = ImplFactory(target, timeout=timeout, cwd=cwd)
+               cwd: str | None, deadline: float | None, stop_event: str | None = None) -> ShardResult:
+    mark = os.urandom(8).hex()  # this shard's processes, to end them all when the campaign says stop
+    factory = ImplFactory(target, timeout=timeout, cwd=cwd,
+                          env={**os.environ, CAMPAIGN_MARK: mark} if stop_event is not None else None)
     streaming = _SINK is not None
     ex = Explorer(factory, settings, on_finding=(lambda f: _send(("finding", shard, f))) if streaming else None)
     sent = [0.0]
+    halted: list[dict[str, Finding]] = []  # what was found when the campaign said stop
+
+    def halt() -> None:
+        halted.append(dict(ex.found))
+        factory.halted = True
+        end_marked(CAMPAIGN_MARK, mark)
+
+    watcher = _StopWatcher(stop_event, halt) if stop_event is not None else None
 
     def stop() -> str | None:
+        if halted:
+            return "interrupted"
         if streaming and time.monotonic() - sent[0] > 0.25:  # the campaign's view of this shard, if it ends now
             sent[0] = time.monotonic()
             _send(("stats", shard, ex.stats, ex.coverage, factory.started))
@@ -317,10 +332,54 @@ def _run_shard(target: Target, settings: Settings, shard: int, shards: int, *, t
 
     try:
         ex.explore(range(shard, settings.max_examples, shards), stop)
+    except Exception:
+        if not halted:  # a failure of its own; one caused by the implementations ended under it is not
+            raise
     finally:
+        if watcher is not None:
+            watcher.close()
         ex.close()
         factory.close()
-    return ShardResult(list(ex.found.values()), ex.coverage, ex.stats, factory.started, factory.info)
+        if halted:
+            end_marked(CAMPAIGN_MARK, mark)
+    found = halted[0] if halted else ex.found  # nothing found after the stop: the stop caused it
+    if halted:
+        ex.stats.stopped = "interrupted"
+    return ShardResult(list(found.values()), ex.coverage, ex.stats, factory.started, factory.info)
+
+
+class _StopWatcher:
+    """A thread of a Dask task that waits for the campaign's stop event (a ``distributed.Event``) and calls
+    ``halt`` when it is set; ended by :meth:`close` when the shard is over."""
+
+    def __init__(self, name: str, halt: Callable[[], None]) -> None:
+        import threading
+
+        self.done = threading.Event()
+        self.halt = halt
+        self.event: Any = None
+        with contextlib.suppress(Exception):  # in the task's own thread: its worker's client
+            from distributed import Event
+            from distributed.worker import get_client
+
+            self.event = Event(name, client=get_client())
+        self.thread = threading.Thread(target=self._watch, daemon=True, name="loopspec-shard-stop")
+        self.thread.start()
+
+    def _watch(self) -> None:
+        if self.event is None:  # not in a Dask task: nothing to watch
+            return
+        while not self.done.is_set():
+            try:
+                if self.event.wait(timeout=0.5):
+                    self.halt()
+                    return
+            except Exception:  # the scheduler is gone
+                return
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=2.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -548,11 +607,26 @@ class Campaign:
         args = [(target, self.settings, k, n) for k in range(n)]
         kw = {"timeout": self.factory.timeout, "cwd": self.factory.cwd, "deadline": deadline}
         if self.dask is not None:
-            from distributed import Client
+            from distributed import Client, Event, wait
 
+            stop_event = f"loopspec-stop-{os.urandom(8).hex()}"
             with Client(self.dask) as client:
-                futures = [client.submit(run_shard, *a, pure=False, **kw) for a in args]
-                results = client.gather(futures)
+                futures = [client.submit(run_shard, *a, pure=False, stop_event=stop_event, **kw) for a in args]
+                try:
+                    results = client.gather(futures)
+                except KeyboardInterrupt:  # every task ends its implementations and returns what it found
+                    with contextlib.suppress(Exception):
+                        Event(stop_event, client=client).set()
+                        wait(futures, timeout=15.0)
+                    for fu in futures:
+                        if fu.status == "finished":
+                            r = fu.result()
+                            self.coverage.merge(r.coverage)
+                            self.stats.merge(r.stats)
+                            for f in r.findings:
+                                self._found(f)
+                    client.cancel(futures)
+                    raise
         else:
             results = self._run_jobs(args, kw)
         processes = 0
