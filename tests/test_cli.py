@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,18 @@ def test_demo_shows_the_whole_product(tmp_path: Path) -> None:
         assert "loopspec fuzz --impl openai-agents --profile openai-agents" in r.stdout
         assert "DIVERGES: R3" in r.stdout or "is not replayed" in r.stdout
     assert "everything matches the spec" in r.stdout
+    # issue 30: the demo explains itself: what each section shows, the frameworks it really runs (counted from the
+    # registry), the profile choices it expects with their evidence grade, and where to go next
+    from loopspec.frameworks import FRAMEWORKS
+
+    assert r.stdout.count("\nShows: ") == 8
+    present = [n for n in FRAMEWORKS if installed(n)]
+    assert f"{len(present)} of the {len(FRAMEWORKS)} frameworks loopspec can fuzz are installed here" in r.stdout
+    assert len(re.findall(r"^loopspec fuzz --impl \S+ --profile ", r.stdout, re.M)) == len(present)
+    if present:
+        assert re.search(r"\(strict: [\w-]+; evidence: (documented|source|observed)\)", r.stdout)
+        assert sum(r.stdout.count(f"  → {n}: ") for n in present) == len(present)
+    assert r.stdout.rstrip().splitlines()[-4] == "Where to go next:"
 
 
 def test_demo_reports_json(capsys: pytest.CaptureFixture[str]) -> None:

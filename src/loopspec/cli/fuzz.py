@@ -210,9 +210,18 @@ def handle(args: argparse.Namespace) -> int:
     line = progress_line(args)
     quiet = args.quiet or args.format == "json"
 
+    hang_told = []
+
     def say(msg: str) -> None:
         if not quiet:
             line.echo(f"loopspec fuzz: {msg}")
+        if "P2" in msg and msg.startswith(("found P2", "[")) and not hang_told and args.format != "json":
+            # a hang is only known after --timeout, and reducing one re-runs it: say so, even with --quiet, so a
+            # campaign against a hanging implementation never sits silent (issue 30)
+            hang_told.append(True)
+            line.echo(f"loopspec fuzz: the implementation stopped answering (P2): a hang is known only after "
+                      f"--timeout {args.timeout:g} s, and each run that reduces it waits that long again "
+                      f"(--timeout 2 reduces faster; --shrink-time {args.shrink_time:g} s bounds the reduction)")
 
     profile = check_profile(args.profile)
     declared = load_tools(args)
@@ -237,7 +246,7 @@ def handle(args: argparse.Namespace) -> int:
                 say(prefix + f"{factory.describe()}: {args.mode} mode, {args.max_examples} examples, seed "
                     f"{campaign.seed}" + (f", profile {kw['profile']}" if kw.get("profile") else "")
                     + (f", {jobs} jobs" if jobs > 1 else "") + (f", Dask at {args.dask}" if args.dask else ""))
-                with line.ticking(lambda: campaign_status(campaign, label)):
+                with line.ticking(lambda: campaign_status(campaign, label, args.timeout)):
                     return campaign.run()
 
             result = run("fuzz" if profile is None else f"profile {profile}", seed=args.seed, out=out,
@@ -316,10 +325,12 @@ def interrupted_exit(result: Any) -> int:
     return 128 + result.signum if result.signum is not None else EXIT_INTERRUPTED
 
 
-def campaign_status(c: Any, label: str) -> Status:
+def campaign_status(c: Any, label: str, timeout: float | None = None) -> Status:
     st = c.stats
     ex = c.explorer
     phase = ex.phase if ex is not None and ex.phase != "exploring" else ""
+    if timeout is not None and "P2" in phase:
+        phase += f": each run waits up to --timeout {timeout:g} s"
     return Status(label=f"loopspec {label}", seconds=time.perf_counter() - c.started if c.started else 0.0,
                   done=st.examples, total=c.max_examples, unit="examples", count=st.steps, count_unit="steps",
                   findings=len(c.findings), finding="finding", phase=phase)
