@@ -428,8 +428,9 @@ def _next(args: argparse.Namespace, rec: RunRecord, diagram_dir: Path | None) ->
                   f"{printable(repr(rec.run))} ({rule})", doc=doc)
 
 
-def _diagram_dir(arg: str | None) -> Path | None:
-    """``--diagram DIR``, checked before any work: a directory (or one that can be made) we can write."""
+def _diagram_dir(arg: str | None, flag: str = "--out") -> Path | None:
+    """``--out DIR`` (or its older spelling ``--diagram DIR``, named as the user typed it), checked before any
+    work: a directory (or one that can be made) we can write."""
     if not arg:
         return None
     d = Path(arg)
@@ -438,9 +439,9 @@ def _diagram_dir(arg: str | None) -> Path | None:
         probe = probe.parent
     if not probe.is_dir():
         what = "is" if probe == d else f"is under {printable(str(probe))}, which is"
-        raise UsageError(f"--out {printable(arg)}: {what} not a directory")
+        raise UsageError(f"{flag} {printable(arg)}: {what} not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {printable(arg)}: cannot write in {printable(str(probe))}")
+        raise UsageError(f"{flag} {printable(arg)}: cannot write in {printable(str(probe))}")
     return d
 
 
@@ -513,7 +514,10 @@ def handle(args: argparse.Namespace) -> int:
     if args.files.count("-") > 1:
         raise UsageError("stdin ('-') can be given once")
     args.files = expand_directories(args.files)
-    diagram_dir = _diagram_dir(args.out)
+    typed = getattr(args, "argv", None)
+    typed = sys.argv[1:] if typed is None else typed
+    flag = "--diagram" if any(a == "--diagram" or a.startswith("--diagram=") for a in typed) else "--out"
+    diagram_dir = _diagram_dir(args.out, flag)
     first_violation: RunRecord | None = None
     check_report_paths(args)
     if args.validate:
