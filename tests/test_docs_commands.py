@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -205,6 +207,10 @@ def bounded(argv: list[str]) -> list[str]:
 
 @pytest.fixture
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # The docs' commands assume the environment loopspec is installed in is the active one, so `python`
+    # in an --impl line is that environment's interpreter (as after `pip install loopspec` in a venv).
+    # CI runs the suite without activating .venv, so put this interpreter's directory first on PATH.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     for name in LINKED:
         (tmp_path / name).symlink_to(ROOT / name)
     monkeypatch.chdir(tmp_path)
