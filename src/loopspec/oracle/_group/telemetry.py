@@ -5,7 +5,9 @@ Spans are grouped into **runs**: by trace, then by the nearest agent-invocation 
 and ordered by start time (then parents before children, then file order). A run's model calls
 (``chat`` spans) give the conversation — the results sent back since the previous model call (in the
 request's input messages) and what the model proposed (its output messages) — and its ``execute_tool``
-spans the executions (:func:`run_items`). Attribute names follow the OpenTelemetry GenAI semantic
+spans the executions (:func:`run_items`). A model call whose recorded output holds no tool call has its calls
+read from its output chunks when the spans record them (Mastra's ``model_chunk`` spans under its ``chat`` span,
+``mastra.model_chunk.output``). Attribute names follow the OpenTelemetry GenAI semantic
 conventions (``gen_ai.operation.name``, ``gen_ai.input.messages`` / ``gen_ai.output.messages`` with
 ``tool_call`` and ``tool_call_response`` parts, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
 ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``, ``gen_ai.tool.definitions``), and the
@@ -47,7 +49,14 @@ ATTRIBUTE_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
     "output.messages": ("gen_ai.output.messages",),
     "tool.definitions": ("gen_ai.tool.definitions",),
     "agent.name": ("gen_ai.agent.name", "agent_name", "agent.name"),
+    # Mastra's AI tracing (@mastra/observability 1.17.9 through @mastra/otel-exporter 1.4.0): a model_chunk span
+    # under a chat span records one chunk of the model's output; a tool-call chunk is {toolCallId, toolName,
+    # toolInput} (observed: the chat span's gen_ai.output.messages then holds only an empty text part)
+    "chunk.output": ("mastra.model_chunk.output",),
 }
+
+#: The operation name of an output chunk's span (Mastra: ``gen_ai.operation.name = model_chunk``).
+_CHUNK: Final = "model_chunk"
 
 _OPERATIONS: Final[Mapping[str, str]] = {
     "chat": "chat", "text_completion": "chat", "generate_content": "chat",
@@ -334,6 +343,30 @@ class Run:
     all_spans: int  # spans of the run including non-GenAI ones under the agent span
     parents: dict[str, Span] = field(default_factory=dict)  # tool span id -> its parent span, when in the file
     merged: int = 0  # model calls recorded twice (a framework's span and the client's inside it), read as one
+    chunks: dict[str, list[Span]] = field(default_factory=dict)  # chat span id -> its output chunks' spans, in order
+
+
+def _chunks(group: Sequence[Span], index: Mapping[str, Span]) -> dict[str, list[Span]]:
+    """The output-chunk spans of each chat span of a trace (their parent), in time then file order."""
+    out: dict[str, list[Span]] = {}
+    for s in group:
+        if s.attrs.get("gen_ai.operation.name") == _CHUNK and s.parent and s.parent in index \
+                and index[s.parent].op == "chat":
+            out.setdefault(s.parent, []).append(s)
+    for v in out.values():
+        v.sort(key=lambda c: (c.start, c.order))
+    return out
+
+
+def chunk_calls(chunks: Sequence[Span]) -> list[tuple[Part, Span]]:
+    """The tool calls a model call's output chunks record (a chunk whose output is {toolCallId, toolName,
+    toolInput}), each with its chunk's span."""
+    out: list[tuple[Part, Span]] = []
+    for c in chunks:
+        v = _maybe_json(_attr(c, "chunk.output"))
+        if isinstance(v, dict) and "toolCallId" in v and "toolName" in v:
+            out.append((Part("tool_call", v.get("toolCallId"), v.get("toolName"), v.get("toolInput")), c))
+    return out
 
 
 def _agent_of(s: Span, index: Mapping[str, Span], owner: dict[str, str | None]) -> str | None:
@@ -429,13 +462,15 @@ def group_runs(spans: Sequence[Span]) -> list[Run]:
             del members[None]
         memo: dict[str, int] = {}
         depth = {s.span: _depth(s, index, memo) for s in group}
+        chunked = _chunks(group, index)
         keys = [k for k in members if members[k]]
         for a in keys:
             ms = sorted(members[a], key=lambda s: (s.start, depth[s.span], s.order))
             ms, merged = _merge_chats(ms, index)
             rid = trace if len(keys) == 1 else f"{trace}/{a or 'no-agent'}"
             parents = {s.span: index[s.parent] for s in ms if s.op == "tool" and s.parent and s.parent in index}
-            runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0), parents, merged))
+            chunks = {s.span: chunked[s.span] for s in ms if s.op == "chat" and s.span in chunked}
+            runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0), parents, merged, chunks))
     runs.sort(key=lambda r: min(s.order for s in r.spans))
     return runs
 
@@ -534,7 +569,7 @@ def run_items(run: Run) -> RunItems:
     notes: list[str] = []
     facts: dict[str, Any] = {"modelCalls": len(chats), "inputsMissing": sum(m[0] is None for m in msgs),
                              "outputsMissing": 0, "proposals": 0, "answered": 0, "final": False, "earlier": 0,
-                             "executions": len(tools_spans), "executionIds": 0, "merged": run.merged}
+                             "executions": len(tools_spans), "executionIds": 0, "merged": run.merged, "chunkCalls": 0}
     if any(m[0] is not None or m[1] is not None for m in msgs):
         recorded.append("messages")
     if tools_spans:
@@ -563,9 +598,9 @@ def run_items(run: Run) -> RunItems:
     chat_pos = {id(s): k for k, s in enumerate(chats)}
     open_proposal = False  # the latest proposal's results are not yet seen in a request
 
-    def proposal(pos: int, where: str, line: int, calls: list[Part]) -> None:
+    def proposal(pos: int, where: str, line: int, calls: list[Part], at: list[tuple[str, int]] | None = None) -> None:
         nonlocal open_proposal
-        items.append(Item("proposal", pos, where, line, [_call(p, f"{where}.tool_call[{j}]", line)
+        items.append(Item("proposal", pos, where, line, [_call(p, *(at[j] if at else (f"{where}.tool_call[{j}]", line)))
                                                           for j, p in enumerate(calls)]))
         facts["proposals"] += 1
         open_proposal = True
@@ -604,7 +639,14 @@ def run_items(run: Run) -> RunItems:
                              "read as a transcript of the earlier rounds (what ran for them is not in this run)")
             else:
                 items.append(Item("user", pos, f"{base}['{in_key}']", s.line))
-        elif inp is not None:
+        elif inp is None:
+            if open_proposal:
+                # the results sent back are in this call's input, which is not recorded (Mastra's chat spans record
+                # no gen_ai.input.messages): unknown, never read as missing
+                items.append(Item("unrecorded", pos, f"{base}['{in_key}']", s.line))
+                open_proposal = False
+                facts["unrecordedInputs"] = facts.get("unrecordedInputs", 0) + 1
+        else:
             prev = msgs[k - 1][0]
             if prev is not None and len(inp) >= len(prev) and inp[:len(prev)] == prev:
                 start = len(prev)  # the history grew by appending: what is new since the previous model call
@@ -627,6 +669,15 @@ def run_items(run: Run) -> RunItems:
         # what the model answered
         calls = [p for m in (out or []) for p in m.calls()]
         where_out = f"{base}['{out_key}']"
+        at: list[tuple[str, int]] | None = None
+        from_chunks = chunk_calls(run.chunks.get(s.span, ())) if not calls else []
+        if from_chunks:
+            calls = [p for p, _ in from_chunks]
+            at = [(f"{c.path}.attributes['{ATTRIBUTE_NAMES['chunk.output'][0]}']", c.line) for _, c in from_chunks]
+            facts["chunkCalls"] += 1
+            notes.append(f"the calls of model call {k + 1} are read from its output chunks (the spans under it "
+                         f"named {_CHUNK}: {ATTRIBUTE_NAMES['chunk.output'][0]}); its recorded output "
+                         f"({out_key}) holds no tool call")
         if not calls and k + 1 < len(chats):
             nxt = msgs[k + 1][0]
             hist = _proposal_from_history(nxt, inp)
@@ -636,7 +687,7 @@ def run_items(run: Run) -> RunItems:
                 notes.append(f"the calls of model call {k + 1} are read from the next request's history (its "
                              "recorded output holds no tool calls)")
         if calls:
-            proposal(pos, where_out, s.line, calls)
+            proposal(pos, where_out, s.line, calls, at)
         elif out is not None:
             items.append(Item("final", pos, where_out, s.line))
             facts["final"] = True
