@@ -66,10 +66,11 @@ GROUPS: dict[str, tuple[str, list[str]]] = {
 
 #: What each recording's report must say, from what really happened (``happened`` in the manifest):
 #: (exit code, rules). LangGraph's ToolNode executes a repeated id (R6) and a reused one with other arguments (R7);
-#: the Agents SDK drops a repeat without an answer (R11: only a trace holding the next request shows it — the
-#: openai client's traces hold one model call each, and OpenLLMetry's Agents SDK spans record no model output, so
-#: those verdicts conform and say that the results of the last proposal are not recorded), refuses a reused id
-#: by raising (never executed: conforms) and answers a failing tool with an error message (conforms).
+#: the Agents SDK drops a repeat without an answer (R11: seen where the spans hold the next request — OpenLLMetry
+#: with the client instrumented, and the openai client's one-call traces once stitched into their conversation,
+#: whose next request re-sends the history without the repeat; OpenLLMetry's Agents SDK spans record no model
+#: output, so that verdict conforms and says the proposals are not recorded), refuses a reused id by raising
+#: (never executed: conforms) and answers a failing tool with an error message (conforms).
 EXPECT: dict[tuple[str, str], tuple[int, list[str]]] = {
     **{(g, "pass"): (0, []) for g in GROUPS},
     **{(g, "tool-error"): (0, []) for g in GROUPS},
@@ -78,6 +79,8 @@ EXPECT: dict[tuple[str, str], tuple[int, list[str]]] = {
     **{(g, "replay"): (1, ["R6"]) for g in GROUPS if GROUPS[g][0] == "langgraph"},
     **{(g, "conflict"): (1, ["R7"]) for g in GROUPS if GROUPS[g][0] == "langgraph"},
     ("openllmetry-openai-agents", "replay"): (1, ["R11"]),
+    ("openinference-openai", "replay"): (1, ["R11"]),
+    ("openai-v2", "replay"): (1, ["R11"]),
 }
 
 PROTOBUF_JSON_GROUPS = ("openinference-langgraph", "openai-v2")

@@ -27,6 +27,7 @@ from typing import Any, Final
 from ...core import rules as core
 from .. import _json
 from .._items import Call, Execution, Item, Result, Span, TelemetryError, TelemetryRun, TranscriptError
+from . import stitch as _stitch
 
 Json = Any
 
@@ -343,6 +344,9 @@ class Run:
     all_spans: int  # spans of the run including non-GenAI ones under the agent span
     parents: dict[str, Span] = field(default_factory=dict)  # tool span id -> its parent span, when in the file
     merged: int = 0  # model calls recorded twice (a framework's span and the client's inside it), read as one
+    traces: list[str] = field(default_factory=list)  # the traces stitched into this run (more than one), in order
+    stitched: list[str] = field(default_factory=list)  # the evidence of each join (see .stitch)
+    not_stitched: str | None = None  # why a run whose first request carries earlier rounds was not stitched
     chunks: dict[str, list[Span]] = field(default_factory=dict)  # chat span id -> its output chunks' spans, in order
 
 
@@ -470,7 +474,8 @@ def group_runs(spans: Sequence[Span]) -> list[Run]:
             rid = trace if len(keys) == 1 else f"{trace}/{a or 'no-agent'}"
             parents = {s.span: index[s.parent] for s in ms if s.op == "tool" and s.parent and s.parent in index}
             chunks = {s.span: chunked[s.span] for s in ms if s.op == "chat" and s.span in chunked}
-            runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0), parents, merged, chunks))
+            runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0), parents, merged,
+                            chunks=chunks))
     runs.sort(key=lambda r: min(s.order for s in r.spans))
     return runs
 
@@ -569,11 +574,18 @@ def run_items(run: Run) -> RunItems:
     notes: list[str] = []
     facts: dict[str, Any] = {"modelCalls": len(chats), "inputsMissing": sum(m[0] is None for m in msgs),
                              "outputsMissing": 0, "proposals": 0, "answered": 0, "final": False, "earlier": 0,
-                             "executions": len(tools_spans), "executionIds": 0, "merged": run.merged, "chunkCalls": 0}
+                             "executions": len(tools_spans), "executionIds": 0, "merged": run.merged,
+                             "traces": max(1, len(run.traces)), "historyProposals": 0, "historyAnswered": 0,
+                             "chunkCalls": 0}
     if any(m[0] is not None or m[1] is not None for m in msgs):
         recorded.append("messages")
     if tools_spans:
         recorded.append("executions")
+    if run.traces:
+        notes.append(f"stitched from {len(run.traces)} traces, one model call each as the model client recorded them "
+                     f"(the first is the run's start): {'; '.join(run.stitched)}")
+    if run.not_stitched:
+        notes.append(f"not stitched to an earlier trace: {run.not_stitched}")
     if run.merged:
         notes.append(f"{run.merged} model call(s) are recorded twice (the agent framework's span and the model "
                      "client's inside it): each is read as one call")
@@ -598,11 +610,13 @@ def run_items(run: Run) -> RunItems:
     chat_pos = {id(s): k for k, s in enumerate(chats)}
     open_proposal = False  # the latest proposal's results are not yet seen in a request
 
-    def proposal(pos: int, where: str, line: int, calls: list[Part], at: list[tuple[str, int]] | None = None) -> None:
+    def proposal(pos: int, where: str, line: int, calls: list[Part], history: bool = False,
+                 at: list[tuple[str, int]] | None = None) -> None:
         nonlocal open_proposal
         items.append(Item("proposal", pos, where, line, [_call(p, *(at[j] if at else (f"{where}.tool_call[{j}]", line)))
                                                           for j, p in enumerate(calls)]))
         facts["proposals"] += 1
+        facts["historyProposals"] += history
         open_proposal = True
 
     for pos, s in enumerate(run.spans):
@@ -627,12 +641,13 @@ def run_items(run: Run) -> RunItems:
                         if p.type == "tool_call_response":
                             if open_proposal:
                                 facts["answered"] += 1
+                                facts["historyAnswered"] += 1
                                 open_proposal = False
                             items.append(Item("result", pos, where, s.line,
                                               result=Result(p.id, p.content, None, where, s.line)))
                     if m.role == "assistant":
                         if m.calls():
-                            proposal(pos, where, s.line, m.calls())
+                            proposal(pos, where, s.line, m.calls(), history=True)
                         elif any(p.type == "text" for p in m.parts):
                             items.append(Item("final", pos, where, s.line))
                 notes.append(f"the run starts mid-conversation: its first model call carries {n} earlier message(s), "
@@ -687,7 +702,7 @@ def run_items(run: Run) -> RunItems:
                 notes.append(f"the calls of model call {k + 1} are read from the next request's history (its "
                              "recorded output holds no tool calls)")
         if calls:
-            proposal(pos, where_out, s.line, calls, at)
+            proposal(pos, where_out, s.line, calls, at=at)
         elif out is not None:
             items.append(Item("final", pos, where_out, s.line))
             facts["final"] = True
@@ -717,9 +732,60 @@ def _proposal_from_history(nxt: list[Message] | None, inp: list[Message] | None)
 
 
 
+def stitch_candidates(runs: Sequence[Run]) -> list[Run]:
+    """The runs that may be stitched: no agent invocation, model calls only (one model client's traces)."""
+    return [r for r in runs if r.agent is None and r.spans and all(s.op == "chat" for s in r.spans)]
+
+
+def conversation_keys(spans: Sequence[Span]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """For the spans of one trace that is one stitchable run: the keys of the conversation it may continue and of
+    where it may be continued (:func:`.stitch.entry_keys`, :func:`.stitch.exit_keys`); None for any other trace."""
+    rs = group_runs(spans)
+    cands = stitch_candidates(rs)
+    if len(rs) != 1 or len(cands) != 1:
+        return None
+    c = _stitch.candidate(cands[0].id, cands[0].spans, chat_messages)
+    return _stitch.entry_keys(c), _stitch.exit_keys(c)
+
+
+def stitch_runs(runs: list[Run]) -> list[Run]:
+    """Join the runs that are one model client's traces (no agent invocation, model calls only) into conversations
+    where a later request carries an earlier call's request and answer exactly (:mod:`.stitch`); the other runs are
+    left as they are. A stitched run takes the place of its first trace's."""
+    cand_runs = stitch_candidates(runs)
+    if not cand_runs:
+        return runs
+    cand_runs.sort(key=lambda r: (r.spans[0].start, r.spans[0].order))
+    cands = [_stitch.candidate(r.id, r.spans, chat_messages) for r in cand_runs]
+    got = _stitch.stitch(cands)
+    for i, why in got.why_not.items():
+        cand_runs[i].not_stitched = why
+    replace: dict[int, Run | None] = {}
+    for conv in got.conversations:
+        if len(conv.runs) == 1:
+            continue
+        parts = [cand_runs[i] for i in conv.runs]
+        first = parts[0]
+        joined = Run(first.id, [s for r in parts for s in r.spans], None, sum(r.all_spans for r in parts),
+                     {k: v for r in parts for k, v in r.parents.items()}, sum(r.merged for r in parts),
+                     [r.id for r in parts], list(conv.evidence), first.not_stitched,
+                     {k: v for r in parts for k, v in r.chunks.items()})
+        replace[id(first)] = joined
+        for r in parts[1:]:
+            replace[id(r)] = None
+    if not replace:
+        return runs
+    out = []
+    for r in runs:
+        got_r = replace.get(id(r), r)
+        if got_r is not None:
+            out.append(got_r)
+    return out
+
+
 def runs(spans: Sequence[Span]) -> Iterator[TelemetryRun]:
     """The file's runs, in the order their first span appears, each with its conversation read from its spans."""
-    for run in group_runs(spans):
+    for run in stitch_runs(group_runs(spans)):
         lines = (min(s.line for s in run.spans), max(s.line for s in run.spans))
         agent = _attr(run.agent, "agent.name") if run.agent is not None else None
         agent = agent if isinstance(agent, str) else None
@@ -729,5 +795,6 @@ def runs(spans: Sequence[Span]) -> Iterator[TelemetryRun]:
             yield TelemetryRun(run.id, len(run.spans), lines, agent, None, error=f"{exc.where}: {exc.message}",
                                error_line=exc.line or lines[0])
             continue
+        stitched = {"traces": run.traces, "evidence": run.stitched} if run.traces else None
         yield TelemetryRun(run.id, len(run.spans), lines, agent, ri.items, ri.tools, ri.schemas, ri.recorded, ri.notes,
-                           facts=ri.facts)
+                           facts=ri.facts, stitched=stitched)
