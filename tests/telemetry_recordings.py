@@ -380,6 +380,9 @@ def record(out: Path) -> list[dict[str, Any]]:
                              "doc": f"{fw} ({'OpenTelemetry ' + kind if kind != 'history' else 'message history'}"
                                     f"): {sc['doc']}. Recorded with {versions}."})
     manifest += record_instrumentations(out)
+    from tests.telemetry_stitching import record_all  # only the openai client instrumented: traces to stitch
+
+    manifest += record_all(out)
     return manifest
 
 

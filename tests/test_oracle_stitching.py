@@ -7,10 +7,13 @@ the same stitched runs as ``check``."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from loopspec.monitor._runs import Closed, HeldConversations
-from loopspec.oracle import read_text_input
+from loopspec.oracle import check_file, read_text_input
 from tests.test_oracle_instrumentations import monitor_verdicts
 from tests.test_oracle_telemetry import answers, calls, otlp, span, text, user
 
@@ -152,7 +155,6 @@ def test_a_call_without_a_recorded_output_may_be_retried() -> None:
 def test_the_text_report_says_what_was_stitched(tmp_path: Any) -> None:
     import subprocess
     import sys
-    from pathlib import Path
 
     p = tmp_path / "t.otlp.jsonl"
     p.write_text(otlp(*conversation([calls(A)], [calls(A), answers(("c1", "A"))])), encoding="utf-8")
@@ -196,3 +198,61 @@ def test_monitor_and_check_give_the_same_verdicts_on_stitched_traces() -> None:
                for v in monitor_verdicts(text_)]
         assert got == want
         assert all(len(v["monitor"]["conversation"]["traces"]) == 3 for v in monitor_verdicts(text_))
+
+
+# -- real recordings: only the openai client instrumented (tests/telemetry_stitching.py) ----------------------------
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "oracle"
+STITCHED = [c for c in json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8")) if c.get("stitching")]
+CLIENT_ONLY = [c for c in json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8"))
+               if c.get("stitching") or c.get("group") in ("openinference-openai", "openai-v2")]
+
+
+def test_every_stitching_group_and_scenario_is_recorded() -> None:
+    from tests.telemetry_instrumentations import SCRIPTS
+    from tests.telemetry_stitching import GROUPS
+
+    assert {(c["group"], c["scenario"]) for c in STITCHED} == {(g, s) for g in GROUPS for s in SCRIPTS}
+
+
+@pytest.mark.parametrize("case", CLIENT_ONLY, ids=[c["file"] for c in CLIENT_ONLY])
+def test_a_stitched_recording_reports_what_happened(case: dict[str, Any]) -> None:
+    """One run per conversation, from its first model call, stitched from one trace per model call; its verdict is
+    what the framework did: a repeated id executed again is R6, a reused id executed R7, a repeat dropped without an
+    answer R11, anything else conforms."""
+    res = check_file(str(GOLDEN / case["file"]))
+    assert not res.errors
+    (r,) = res.records
+    h = case["happened"]
+    ran, proposed, answered = h["executed"], h["proposed"], h.get("answered")
+    rule = r.violation.rule if r.violation else None
+    if case["scenario"] == "replay" and len(ran) == 2:
+        assert rule == "R6"
+    elif case["scenario"] == "conflict" and len(ran) == 2:
+        assert rule == "R7"
+    elif case["scenario"] == "replay" and answered is not None and len(answered) < len(proposed):
+        assert rule == "R11"
+    else:
+        assert rule is None
+    assert case["rules"] == ([rule] if rule else [])
+    calls = r.events
+    assert calls == len(r.summary.get("stitched", {}).get("traces", [r.run])) and r.summary["executions"] == 0
+    assert not any("mid-conversation" in n for n in r.summary.get("notes", ()))
+    if calls > 1:
+        assert r.run == r.summary["stitched"]["traces"][0]
+
+
+def test_the_export_shapes_of_a_stitched_recording_are_judged_alike_by_check_and_monitor() -> None:
+    stems = sorted({c["file"].rsplit(".", 2)[0] for c in CLIENT_ONLY if c["file"].endswith(".pb.json")})
+    assert len(stems) >= 8
+    for stem in stems:
+        shapes = []
+        for kind in ("otlp.jsonl", "console.json", "pb.json"):
+            shapes.append([(r.run, r.verdict, r.violation.rule if r.violation else None, r.checks["verified"],
+                            r.summary.get("stitched")) for r in check_file(str(GOLDEN / f"{stem}.{kind}")).records])
+        assert shapes[0] == shapes[1] == shapes[2], stem
+        for kind in ("otlp.jsonl", "pb.json"):
+            live = [(v["run"], v["verdict"], (v.get("violation") or {}).get("rule"), v["checks"]["verified"],
+                     v["summary"].get("stitched"))
+                    for v in monitor_verdicts((GOLDEN / f"{stem}.{kind}").read_text(encoding="utf-8"))]
+            assert live == shapes[0], (stem, kind)
