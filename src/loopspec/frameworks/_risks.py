@@ -40,9 +40,9 @@ def consequence(rule: str, kind: str) -> str:
         return "past-budget"
     if kind.startswith("executed-despite-") or kind in ("untrusted-principal", "unexpected-execution"):
         return "not-allowed"
-    if kind in ("answer-missing", "answers-out-of-order", "wrong-answer-id", "wrong-output", "extra-answer",
-                "answers-lost-on-abort", "model-shown-wrong-results", "malformed-answer", "replay-wrong-output",
-                "deduplicated-by-content", "failure-cached"):
+    if kind in ("answer-missing", "last-round-unanswered", "rejection-unanswered", "answers-out-of-order",
+                "wrong-answer-id", "wrong-output", "extra-answer", "answers-lost-on-abort", "model-shown-wrong-results",
+                "malformed-answer", "replay-wrong-output", "deduplicated-by-content", "failure-cached"):
         return "result-lost"
     if kind == "exception-text-shown":
         return "exception-shown"

@@ -11,7 +11,12 @@ same whatever ``PYTHONHASHSEED`` is — with:
 * **coverage guidance**: every step is run through the reference driver as it is generated
   (:func:`predict`, the expected executions and answer of a correct implementation), so the
   generator knows which spec transitions each example takes before it is sent; about a third of
-  the examples then aim at the reachable transition hit least so far.
+  the examples then aim at the reachable transition hit least so far;
+* **focused examples** (loop mode): the first examples of every campaign, whatever its seed, and then
+  every :data:`FOCUS_EVERY`-th, each isolate one loop feature (:data:`FOCUS`: a malformed call, a call id
+  repeated or reused in a later round, a failing tool, the step limit reached with calls in its last round, a
+  call id repeated within one response) with everything that could diverge before it switched off, so that a run's first divergence, if
+  any, is that feature's: a campaign meets each feature in isolation for any seed, not by luck.
 
 The prediction (:mod:`._prediction`) doubles as the fast path of the judging stage. This is the first
 stage of a campaign (generate → run → judge → reduce → report): it imports no other stage.
@@ -43,7 +48,9 @@ from ._vocab import (
     UNKNOWN_TOOLS,
     CallPlan,
     _unpack_args,
+    _well_formed,
     build_config,
+    malformed,
     resolve_call,
     script_entry,
     unknown_names,
@@ -126,6 +133,52 @@ class _Swarm:
     deadline_zero: bool = False
     policy: tuple[str, ...] = ("throw", "error-result")
     target: str | None = None
+    focus: str | None = None  # a focused example's feature (FOCUS)
+
+
+#: Loop-mode focused examples, in the order a campaign takes them (see the module docstring): each feature with
+#: the relations of its calls. Everything else is off: lenient schemas, no failures (but for "failure"), continue
+#: mode, no limits (but the step limit for "last-round"), no retries, well-formed model replies.
+FOCUS: Final[dict[str, tuple[str, ...]]] = {
+    "malformed": ("fresh", "malformed"),  # a call without a valid id, name or object arguments (R2, R1's first check)
+    "replay": ("fresh", "replay"),  # a call id repeated with the same content in a later round (R6)
+    "conflict": ("fresh", "conflict"),  # a call id reused for other content in a later round (R7)
+    "failure": ("fresh",),  # a tool that fails (its exception text must not reach the model, R15)
+    "last-round": ("fresh",),  # the step limit reached with calls in the last allowed round (R19, R11)
+    "duplicate": ("fresh", "replay", "conflict"),  # a call id repeated within one response (R5-R7, R11)
+}
+#: after the first len(FOCUS) examples, every FOCUS_EVERY-th example is a focused one (the next feature in turn)
+FOCUS_EVERY: Final = 6
+
+
+def focus_of(i: int) -> str | None:
+    """The feature example ``i`` of a loop campaign focuses on (None: a swarm example)."""
+    names = list(FOCUS)
+    if i < len(names):
+        return names[i]
+    if i % FOCUS_EVERY == 0:
+        return names[(i // FOCUS_EVERY) % len(names)]
+    return None
+
+
+def _focus(sw: _Swarm, feature: str, r: random.Random) -> None:
+    """Turn a loop example's swarm into a focused one (:data:`FOCUS`)."""
+    sw.focus = feature
+    sw.relations = tuple(sorted(RELATIONS.index(x) for x in FOCUS[feature]))
+    sw.ids = r.choice((1, 2))
+    sw.failures = feature == "failure"
+    sw.strict = False
+    sw.modes = ("continue",)
+    sw.max_calls = 2 if feature == "duplicate" else min(sw.max_calls, 2)
+    sw.rounds = 4 if feature == "last-round" else r.choice((2, 3))
+    sw.limits = frozenset({"maxRounds"}) if feature == "last-round" else frozenset()
+    sw.retries = 0
+    sw.tool_limits = False
+    sw.model_odd = False
+    sw.deadline_zero = False
+    sw.policy = ("throw",)
+    sw.budgets = (5, 8)
+    sw.tools = 1
 
 
 #: feature nudges that make a transition likely (coverage guidance)
@@ -260,6 +313,13 @@ class Generator:
             _nudge(sw, missing[0] if self.hits.get(missing[0], 0) < 8 else r.choice(missing[:4]))
         return sw
 
+    def _lenient(self, r: random.Random, sw: _Swarm) -> dict[str, Json]:
+        """A focused example's configuration: its tools accept every object (nothing fails a schema first)."""
+        if self.declared is not None:
+            return self._config(r, sw)
+        return build_config((sw.tools, SCHEMA_POOL[_LENIENT], SCHEMA_POOL[_LENIENT], SCHEMA_POOL[_LENIENT],
+                             r.randint(*sw.budgets), "continue", r.choice(PRINCIPALS)))
+
     # -- drawing -----------------------------------------------------------------------------
     def _call_plan(self, r: random.Random, sw: _Swarm, tools: int) -> CallPlan:
         bits = r.getrandbits
@@ -308,6 +368,8 @@ class Generator:
         return step
 
     def loop_step(self, r: random.Random, sw: _Swarm) -> dict[str, Json]:
+        if sw.focus is not None:
+            return self._focused_loop_step(r, sw)
         base = self._config(r, sw)
         tools = []
         for t in base["tools"]:
@@ -337,10 +399,57 @@ class Generator:
         return {"kind": "loop", "config": config, "model": model,
                 "script": self._script(r, sw, min(6, n_exec + r.randint(0, 2)))}
 
+    def _focused_loop_step(self, r: random.Random, sw: _Swarm) -> dict[str, Json]:
+        """A focused example's loop step: every round proposes calls (1 to max_calls), the step limit, when set,
+        below the rounds the model has; only plain outputs are scripted, and failures only for "failure"."""
+        base = self._lenient(r, sw)
+        tools = base["tools"]
+        rounds = sw.rounds if sw.focus == "last-round" else r.randint(2, sw.rounds)
+        limit = r.choice((1, 2)) if sw.focus == "last-round" else None
+        limits = {"maxRounds": limit, "maxExecutions": None, "maxToolExecutions": None, "maxRequests": None,
+                  "maxRetries": 0, "deadline": None}
+        model: list[dict[str, Json]] = []
+        earlier: list[Json] = []
+        for _ in range(rounds):
+            calls: list[Json] = []
+            for _ in range(r.randint(2 if sw.focus == "duplicate" else 1, sw.max_calls)):
+                # repeats of a call of an earlier round, or (duplicate) of this response
+                calls.append(self._focused_call(r, sw, tools, calls if sw.focus == "duplicate" else earlier,
+                                                len(earlier) + len(calls)))
+            earlier.extend(calls)
+            model.append({"calls": calls})
+        model.append({"final": "the answer"})
+        n_exec = sum(len(m["calls"]) for m in model if "calls" in m)
+        script: list[dict[str, Json]] = []
+        for _ in range(min(6, n_exec)):
+            if sw.failures and r.random() < 0.5:
+                script.append({"fail": r.choice(_FAILS)})
+            else:
+                script.append({"value": r.choice(("ok", 1, {"b": 1}, [1, "a"]))})
+        mode = "continue" if "continue" in self.modes else "abort"  # (an implementation may declare abort only)
+        config = {"tools": tools, "limits": limits, "mode": mode, "onLimit": "throw", "principal": base["principal"]}
+        return {"kind": "loop", "config": config, "model": model, "script": script}
+
+    def _focused_call(self, r: random.Random, sw: _Swarm, tools: list[dict[str, Json]], earlier: list[Json],
+                      n: int) -> Json:
+        """A focused example's call (the step's ``n``-th): a repeat of one of ``earlier`` (replay, conflict) or a
+        call under an id no other call of the step has (malformed or not), so the focused relation is the step's
+        only repeated id."""
+        plan = self._call_plan(r, sw, len(tools))
+        relation = RELATIONS[plan[0]]
+        if relation in ("replay", "conflict") and any(_well_formed(c) for c in earlier):
+            return resolve_call(plan, earlier, tools, self.source, self.unknown)
+        call = resolve_call((RELATIONS.index("fresh"), *plan[1:]), earlier, tools, self.source, self.unknown)
+        call["id"] = f"call_{n + 1}"
+        return malformed(call, MALFORMED[plan[6]]) if relation == "malformed" else call
+
     def example(self, i: int) -> tuple[list[Planned], set[str]]:
         """Example ``i``: its steps with their predictions, and the loop-mode features it shows."""
         r = self.rng(i)
         sw = self.swarm(r)
+        feature = focus_of(i) if self.mode == "loop" else None
+        if feature is not None:
+            _focus(sw, feature, r)
         out: list[Planned] = []
         features: set[str] = set()
         make = self.loop_step if self.mode == "loop" else self.batch_step

@@ -780,6 +780,14 @@ def _principal_finding(
     return None
 
 
+def _last_round(exp: Expected, i: int) -> bool:
+    """Is request ``i`` of a loop run that the step limit ended (MAX_ROUNDS) in its last round?"""
+    s = exp.state
+    if s.config.batch or s.stop_reason != "MAX_ROUNDS" or i >= len(s.requests) or not s.requests:
+        return False
+    return s.requests[i].round == max(r.round for r in s.requests)
+
+
 def _answer_finding(spec: Spec, exp: Expected, calls: Sequence[Json], results: Sequence[Json],
                     aborted_obs: Json, executed: frozenset[int]) -> _Finding | None:
     exp_answers = exp.answers
@@ -814,6 +822,18 @@ def _answer_finding(spec: Spec, exp: Expected, calls: Sequence[Json], results: S
                 rule, kind = "R13", "answers-lost-on-abort"
                 did = (f"returned only {len(results)} result(s) with aborted = {compact(aborted_obs, 40)}: the "
                        f"answers before the aborting request #{exp_abort[0]} must be kept")
+            elif e.code is not None and e.code in check_codes and i not in executed:
+                # a request the checks refuse (malformed, unknown, invalid, a conflict) left without its error
+                # answer: the call was set aside silently, a cause of its own beside a result that went missing
+                rule, kind = "R11", "rejection-unanswered"
+                did = (f"returned no answer for it (only {len(results)} result(s)): the {e.code} error it is owed "
+                       "never reached the model")
+            elif _last_round(exp, i):
+                # the step limit ended the run after this round's calls ran: they are answered all the same (R19),
+                # a cause of its own beside an answer missing in the middle of a run
+                rule, kind = "R11", "last-round-unanswered"
+                did = (f"returned no answer for it (only {len(results)} result(s)), though it was requested in the "
+                       "last round the step limit allowed")
             else:
                 rule, kind = "R11", "answer-missing"
                 did = f"returned no answer for it (only {len(results)} result(s))"
