@@ -52,7 +52,8 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
 
     if not msgs:
         put(["R2", "R6", "R7", "R11", "R12", "R28", "R32", "R3", "R4"], None,
-            "no message content is recorded (content capture off): neither the calls the model proposed nor the "
+            "no message content is recorded (content capture off, or model-call spans that hold none): neither the "
+            "calls the model proposed nor the "
             "results sent back are in the spans")
     else:
         outputs_known = out_missing == 0
