@@ -49,14 +49,17 @@ SCRIPTS: dict[str, list[Any]] = {
     "conflict": [[("call_1", "get_weather", {"city": "Paris"})], [("call_1", "get_weather", {"city": "Oslo"})],
                  "Done."],
     "tool-error": [[("call_1", "get_weather", {"city": "Atlantis"})], "No weather for Atlantis."],
-    # the Agents SDK only: the triage agent hands off to the weather agent (its transfer_to_weather tool), which
-    # calls the tool and answers; one Runner run, so one run of the oracle
+}
+
+#: The scenarios every group records; the Agents SDK's groups also record the handoff: the triage agent hands off
+#: to the weather agent (its transfer_to_weather tool), which calls the tool and answers — one Runner run, so one
+#: run of the oracle.
+BASIC = tuple(SCRIPTS)
+ALL_SCRIPTS: dict[str, list[Any]] = {
+    **SCRIPTS,
     "handoff": [[("call_h", "transfer_to_weather", {})], [("call_1", "get_weather", {"city": "Paris"})],
                 "18C in Paris."],
 }
-
-#: The scenarios every group records; the Agents SDK's groups also record the handoff.
-BASIC = ("pass", "replay", "conflict", "tool-error")
 
 #: group -> (framework, the packages whose versions the recording names)
 GROUPS: dict[str, tuple[str, list[str]]] = {
@@ -93,17 +96,20 @@ SCENARIOS["openinference-openai-agents"] = ("handoff",)
 
 #: What each recording's report must say, from what really happened (``happened`` in the manifest):
 #: (exit code, rules). LangGraph's ToolNode and pydantic-ai execute a repeated id (R6) and a reused one with other
-#: arguments (R7); the Agents SDK drops a repeat without an answer (R11: only a trace holding the next request and
-#: the model's outputs shows it — the openai client's traces hold one model call each, OpenLLMetry's Agents SDK spans
-#: record no model output, and the SDK's own response spans (its Responses model) record no messages at all, so
-#: those verdicts conform and say what is not recorded), refuses a reused id by raising (never executed: conforms),
-#: answers a failing tool with an error message (conforms) and hands off without a tool span (conforms, one run).
+#: arguments (R7); the Agents SDK drops a repeat without an answer (R11: seen where the spans hold the next request
+#: and the model's outputs — OpenLLMetry with the client instrumented, the SDK's own and Logfire's spans with the
+#: messages, and the openai client's one-call traces once stitched into their conversation, whose next request
+#: re-sends the history without the repeat; OpenLLMetry's Agents SDK spans record no model output and the SDK's own
+#: response spans (its Responses model) record no messages at all, so those verdicts conform and say what is not
+#: recorded), refuses a reused id by raising (never executed: conforms), answers a failing tool with an error
+#: message (conforms) and hands off without a tool span (conforms, one run).
 EXPECT: dict[tuple[str, str], tuple[int, list[str]]] = {
     **{(g, s): (0, []) for g in GROUPS for s in SCENARIOS[g]},
     **{(g, "replay"): (1, ["R6"]) for g in GROUPS if GROUPS[g][0] in ("langgraph", "pydantic-ai")},
     **{(g, "conflict"): (1, ["R7"]) for g in GROUPS if GROUPS[g][0] in ("langgraph", "pydantic-ai")},
     **{(g, "replay"): (1, ["R11"]) for g in ("openllmetry-openai-agents", "agents-sdk", "logfire-openai-agents",
-                                             "logfire-openai-agents-responses")},
+                                             "logfire-openai-agents-responses", "openinference-openai", "openai-v2",
+                                             "logfire-openai")},
 }
 
 PROTOBUF_JSON_GROUPS = ("openinference-langgraph", "openai-v2")
@@ -394,7 +400,7 @@ def record_group(group: str, out: Path, seed0: int) -> list[dict[str, Any]]:
     versions = ", ".join(f"{p} {version(p)}" for p in [*packages, *otel])
     manifest: list[dict[str, Any]] = []
     for k, name in enumerate(SCENARIOS[group]):
-        script = SCRIPTS[name]
+        script = ALL_SCRIPTS[name]
         stem = f"rec-{group}-{name}"
         if sdk is not None:
             sdk.start(out, stem, seed0 + k)

@@ -348,8 +348,8 @@ def test_a_declared_profile_travels_with_the_case(tmp_path: Path) -> None:
     assert isinstance(Declaration(), Declaration)
 
 
-def test_the_minimal_python_adapter_passes_a_campaign(tmp_path: Path) -> None:
-    adapter = ROOT / "examples" / "python" / "minimal_adapter.py"
+def test_the_python_template_adapter_passes_a_campaign(tmp_path: Path) -> None:
+    adapter = ROOT / "examples" / "python" / "template_adapter.py"
     code = [line for line in adapter.read_text().splitlines() if line.strip() and not line.startswith(("#", " "))]
     assert len(adapter.read_text().splitlines()) < 75 and code  # small enough to copy
     r = fuzz(f"{sys.executable} {adapter}", max_examples=25, seed=4, out=tmp_path)

@@ -453,8 +453,8 @@ def expected_choices(spec: Any, profile: str) -> list[str]:
 #: Where to go after the demo (printed last).
 NEXT = (
     "Where to go next:",
-    "  your own executor: copy examples/python/minimal_adapter.py (installed: python -m loopspec.examples."
-    "minimal_adapter), then loopspec fuzz --impl 'python3 minimal_adapter.py'  (docs/adapters.md)",
+    "  your own executor: read examples/python/minimal_adapter.py, a correct adapter in 65 lines of standard-library "
+    "Python, and fuzz it: loopspec fuzz --impl 'python -m loopspec.examples.minimal_adapter'  (docs/adapters.md)",
     "  the README's quickstart: fuzz, read the case, its diagram, replay, --html/--junit, check a transcript",
     "  every command and its options: docs/cli.md; the longer tour: docs/guide.md; the rules: spec/SPEC.md",
 )

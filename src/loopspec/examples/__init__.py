@@ -1,10 +1,12 @@
 """Example tool sets that exercise the whole spec (used by the demo and the tests), and the example adapters.
 
-The standalone example adapters live in the source tree's ``examples/python/`` (they import nothing of
-loopspec, or only what they say); the wheel carries copies of them in this package, so that
+The standalone example adapters live in the source tree's ``examples/python/`` and import nothing of loopspec:
+``minimal_adapter.py``, the first adapter the docs show (a correct executor in 65 lines of standard-library
+Python, docs/adapters.md), and ``executor.py``, the full example with its switchable bugs. The wheel carries
+copies of both in this package, so that
 
-    python -m loopspec.examples.executor [--bug NAME] [--concurrent]
     python -m loopspec.examples.minimal_adapter
+    python -m loopspec.examples.executor [--bug NAME] [--concurrent]
 
 run them wherever loopspec is installed. In a source checkout (``src/`` on the path, or an editable
 install) this package's path also covers ``examples/python/``, so the same commands run the files

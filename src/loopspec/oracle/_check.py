@@ -146,6 +146,25 @@ def read_text_input(data: bytes, name: str = "<memory>", **kw: Any) -> FileResul
     return res
 
 
+def conversation_keys(data: bytes) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """For an OTLP/JSON document holding one trace (what ``loopspec monitor`` judges): when the trace is one model
+    client's call (no agent invocation, model calls only), the keys of the conversation it may continue and of where
+    it may itself be continued — ``(length, hash)`` of message prefixes, as the group stage stitches such traces
+    (:mod:`._group.stitch`); None for any other trace, or one that cannot be read. Hashes are of this process."""
+    fh = io.BytesIO(data)
+    head = _detect.detect(fh, "otlp-json", DEFAULT_OPTIONS)  # 1. detect
+    if head.first is None or head.early:
+        return None
+    docs = documents(head.first, itertools.chain(head.peeked, head.lines), head.one_line, "<trace>",  # 2. read
+                     DEFAULT_OPTIONS, head.doc if head.one_line or head.whole else None, whole=head.whole)
+    spans = []
+    for s in read_spans(docs, "<trace>", "otlp-json"):
+        if isinstance(s, InputError):
+            return None
+        spans.append(s)
+    return group_telemetry.conversation_keys(spans)  # 3. group
+
+
 def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
                 summary: Summary) -> Iterator[RunRecord | InputError]:
     """One open file through the stages: detect, then the pipeline of its format."""

@@ -5,7 +5,9 @@ Spans are grouped into **runs**: by trace, then by the nearest agent-invocation 
 and ordered by start time (then parents before children, then file order). A run's model calls
 (``chat`` spans) give the conversation — the results sent back since the previous model call (in the
 request's input messages) and what the model proposed (its output messages) — and its ``execute_tool``
-spans the executions (:func:`run_items`). Attribute names follow the OpenTelemetry GenAI semantic
+spans the executions (:func:`run_items`). A model call whose recorded output holds no tool call has its calls
+read from its output chunks when the spans record them (Mastra's ``model_chunk`` spans under its ``chat`` span,
+``mastra.model_chunk.output``). Attribute names follow the OpenTelemetry GenAI semantic
 conventions (``gen_ai.operation.name``, ``gen_ai.input.messages`` / ``gen_ai.output.messages`` with
 ``tool_call`` and ``tool_call_response`` parts, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
 ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``, ``gen_ai.tool.definitions``), and the
@@ -25,6 +27,7 @@ from typing import Any, Final
 from ...core import rules as core
 from .. import _json
 from .._items import Call, Execution, Item, Result, Span, TelemetryError, TelemetryRun, TranscriptError
+from . import stitch as _stitch
 
 Json = Any
 
@@ -47,7 +50,14 @@ ATTRIBUTE_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
     "output.messages": ("gen_ai.output.messages",),
     "tool.definitions": ("gen_ai.tool.definitions",),
     "agent.name": ("gen_ai.agent.name", "agent_name", "agent.name"),
+    # Mastra's AI tracing (@mastra/observability 1.17.9 through @mastra/otel-exporter 1.4.0): a model_chunk span
+    # under a chat span records one chunk of the model's output; a tool-call chunk is {toolCallId, toolName,
+    # toolInput} (observed: the chat span's gen_ai.output.messages then holds only an empty text part)
+    "chunk.output": ("mastra.model_chunk.output",),
 }
+
+#: The operation name of an output chunk's span (Mastra: ``gen_ai.operation.name = model_chunk``).
+_CHUNK: Final = "model_chunk"
 
 _OPERATIONS: Final[Mapping[str, str]] = {
     "chat": "chat", "text_completion": "chat", "generate_content": "chat",
@@ -408,7 +418,34 @@ class Run:
     all_spans: int  # spans of the run including non-GenAI ones under the agent span
     parents: dict[str, Span] = field(default_factory=dict)  # tool span id -> its parent span, when in the file
     merged: int = 0  # model calls recorded twice (a framework's span and the client's inside it), read as one
+    traces: list[str] = field(default_factory=list)  # the traces stitched into this run (more than one), in order
+    stitched: list[str] = field(default_factory=list)  # the evidence of each join (see .stitch)
+    not_stitched: str | None = None  # why a run whose first request carries earlier rounds was not stitched
+    chunks: dict[str, list[Span]] = field(default_factory=dict)  # chat span id -> its output chunks' spans, in order
     handoffs: list[str] = field(default_factory=list)  # the agents a run went through, when it handed off
+
+
+def _chunks(group: Sequence[Span], index: Mapping[str, Span]) -> dict[str, list[Span]]:
+    """The output-chunk spans of each chat span of a trace (their parent), in time then file order."""
+    out: dict[str, list[Span]] = {}
+    for s in group:
+        if s.attrs.get("gen_ai.operation.name") == _CHUNK and s.parent and s.parent in index \
+                and index[s.parent].op == "chat":
+            out.setdefault(s.parent, []).append(s)
+    for v in out.values():
+        v.sort(key=lambda c: (c.start, c.order))
+    return out
+
+
+def chunk_calls(chunks: Sequence[Span]) -> list[tuple[Part, Span]]:
+    """The tool calls a model call's output chunks record (a chunk whose output is {toolCallId, toolName,
+    toolInput}), each with its chunk's span."""
+    out: list[tuple[Part, Span]] = []
+    for c in chunks:
+        v = _maybe_json(_attr(c, "chunk.output"))
+        if isinstance(v, dict) and "toolCallId" in v and "toolName" in v:
+            out.append((Part("tool_call", v.get("toolCallId"), v.get("toolName"), v.get("toolInput")), c))
+    return out
 
 
 def _agent_of(s: Span, index: Mapping[str, Span], owner: dict[str, str | None]) -> str | None:
@@ -508,17 +545,20 @@ def group_runs(spans: Sequence[Span]) -> list[Run]:
             counts[a] = counts.get(a, 0) + counts.pop(b, 0)
         memo: dict[str, int] = {}
         depth = {s.span: _depth(s, index, memo) for s in group}
+        chunked = _chunks(group, index)
         keys = [k for k in members if members[k]]
         for a in keys:
             ms = sorted(members[a], key=lambda s: (s.start, depth[s.span], s.order))
             ms, merged = _merge_chats(ms, index)
             rid = trace if len(keys) == 1 else f"{trace}/{a or 'no-agent'}"
             parents = {s.span: index[s.parent] for s in ms if s.op == "tool" and s.parent and s.parent in index}
+            chunks = {s.span: chunked[s.span] for s in ms if s.op == "chat" and s.span in chunked}
             agents = [index[a].span] if a in index else []
             agents += [b for b, root in handed.items() if root == a]
             runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0), parents, merged,
-                            [_agent_name(index[x]) for x in sorted(agents, key=lambda x: index[x].start)
-                             if x in index] if len(agents) > 1 else []))
+                            handoffs=[_agent_name(index[x]) for x in sorted(agents, key=lambda x: index[x].start)
+                                      if x in index] if len(agents) > 1 else [],
+                            chunks=chunks))
     runs.sort(key=lambda r: min(s.order for s in r.spans))
     return runs
 
@@ -650,7 +690,9 @@ def run_items(run: Run) -> RunItems:
     notes: list[str] = []
     facts: dict[str, Any] = {"modelCalls": len(chats), "inputsMissing": sum(m[0] is None for m in msgs),
                              "outputsMissing": 0, "proposals": 0, "answered": 0, "final": False, "earlier": 0,
-                             "executions": len(tools_spans), "executionIds": 0, "merged": run.merged}
+                             "executions": len(tools_spans), "executionIds": 0, "merged": run.merged,
+                             "traces": max(1, len(run.traces)), "historyProposals": 0, "historyAnswered": 0,
+                             "chunkCalls": 0}
     if any(m[0] is not None or m[1] is not None for m in msgs):
         recorded.append("messages")
     if tools_spans:
@@ -658,6 +700,11 @@ def run_items(run: Run) -> RunItems:
     if run.handoffs:
         notes.append(f"the run hands off between agents ({' → '.join(run.handoffs)}): one run, each agent's "
                      "invocation a step of it; a handoff is carried out by the framework (no tool span)")
+    if run.traces:
+        notes.append(f"stitched from {len(run.traces)} traces, one model call each as the model client recorded them "
+                     f"(the first is the run's start): {'; '.join(run.stitched)}")
+    if run.not_stitched:
+        notes.append(f"not stitched to an earlier trace: {run.not_stitched}")
     if run.merged:
         notes.append(f"{run.merged} model call(s) are recorded twice (the agent framework's span and the model "
                      "client's inside it): each is read as one call")
@@ -682,11 +729,13 @@ def run_items(run: Run) -> RunItems:
     chat_pos = {id(s): k for k, s in enumerate(chats)}
     open_proposal = False  # the latest proposal's results are not yet seen in a request
 
-    def proposal(pos: int, where: str, line: int, calls: list[Part]) -> None:
+    def proposal(pos: int, where: str, line: int, calls: list[Part], history: bool = False,
+                 at: list[tuple[str, int]] | None = None) -> None:
         nonlocal open_proposal
-        items.append(Item("proposal", pos, where, line, [_call(p, f"{where}.tool_call[{j}]", line)
+        items.append(Item("proposal", pos, where, line, [_call(p, *(at[j] if at else (f"{where}.tool_call[{j}]", line)))
                                                           for j, p in enumerate(calls)]))
         facts["proposals"] += 1
+        facts["historyProposals"] += history
         open_proposal = True
 
     unknown = False  # the latest model call's output is not recorded: what it proposed is unknown
@@ -716,19 +765,27 @@ def run_items(run: Run) -> RunItems:
                         if p.type == "tool_call_response":
                             if open_proposal:
                                 facts["answered"] += 1
+                                facts["historyAnswered"] += 1
                                 open_proposal = False
                             items.append(Item("result", pos, where, s.line,
                                               result=Result(p.id, p.content, None, where, s.line)))
                     if m.role == "assistant":
                         if m.calls():
-                            proposal(pos, where, s.line, m.calls())
+                            proposal(pos, where, s.line, m.calls(), history=True)
                         elif any(p.type == "text" for p in m.parts):
                             items.append(Item("final", pos, where, s.line))
                 notes.append(f"the run starts mid-conversation: its first model call carries {n} earlier message(s), "
                              "read as a transcript of the earlier rounds (what ran for them is not in this run)")
             else:
                 items.append(Item("user", pos, f"{base}['{in_key}']", s.line))
-        elif inp is not None:
+        elif inp is None:
+            if open_proposal:
+                # the results sent back are in this call's input, which is not recorded (Mastra's chat spans record
+                # no gen_ai.input.messages): unknown, never read as missing
+                items.append(Item("unrecorded", pos, f"{base}['{in_key}']", s.line))
+                open_proposal = False
+                facts["unrecordedInputs"] = facts.get("unrecordedInputs", 0) + 1
+        else:
             prev = msgs[k - 1][0]
             if prev is not None and len(inp) >= len(prev) and inp[:len(prev)] == prev:
                 start = len(prev)  # the history grew by appending: what is new since the previous model call
@@ -751,6 +808,15 @@ def run_items(run: Run) -> RunItems:
         # what the model answered
         calls = [p for m in (out or []) for p in m.calls()]
         where_out = f"{base}['{out_key}']"
+        at: list[tuple[str, int]] | None = None
+        from_chunks = chunk_calls(run.chunks.get(s.span, ())) if not calls else []
+        if from_chunks:
+            calls = [p for p, _ in from_chunks]
+            at = [(f"{c.path}.attributes['{ATTRIBUTE_NAMES['chunk.output'][0]}']", c.line) for _, c in from_chunks]
+            facts["chunkCalls"] += 1
+            notes.append(f"the calls of model call {k + 1} are read from its output chunks (the spans under it "
+                         f"named {_CHUNK}: {ATTRIBUTE_NAMES['chunk.output'][0]}); its recorded output "
+                         f"({out_key}) holds no tool call")
         if not calls and k + 1 < len(chats):
             nxt = msgs[k + 1][0]
             hist = _proposal_from_history(nxt, inp)
@@ -761,7 +827,7 @@ def run_items(run: Run) -> RunItems:
                              "recorded output holds no tool calls)")
         unknown = not calls and out is None
         if calls:
-            proposal(pos, where_out, s.line, calls)
+            proposal(pos, where_out, s.line, calls, at=at)
         elif out is not None:
             items.append(Item("final", pos, where_out, s.line))
             facts["final"] = True
@@ -798,9 +864,60 @@ def _proposal_from_history(nxt: list[Message] | None, inp: list[Message] | None)
 
 
 
+def stitch_candidates(runs: Sequence[Run]) -> list[Run]:
+    """The runs that may be stitched: no agent invocation, model calls only (one model client's traces)."""
+    return [r for r in runs if r.agent is None and r.spans and all(s.op == "chat" for s in r.spans)]
+
+
+def conversation_keys(spans: Sequence[Span]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """For the spans of one trace that is one stitchable run: the keys of the conversation it may continue and of
+    where it may be continued (:func:`.stitch.entry_keys`, :func:`.stitch.exit_keys`); None for any other trace."""
+    rs = group_runs(spans)
+    cands = stitch_candidates(rs)
+    if len(rs) != 1 or len(cands) != 1:
+        return None
+    c = _stitch.candidate(cands[0].id, cands[0].spans, chat_messages)
+    return _stitch.entry_keys(c), _stitch.exit_keys(c)
+
+
+def stitch_runs(runs: list[Run]) -> list[Run]:
+    """Join the runs that are one model client's traces (no agent invocation, model calls only) into conversations
+    where a later request carries an earlier call's request and answer exactly (:mod:`.stitch`); the other runs are
+    left as they are. A stitched run takes the place of its first trace's."""
+    cand_runs = stitch_candidates(runs)
+    if not cand_runs:
+        return runs
+    cand_runs.sort(key=lambda r: (r.spans[0].start, r.spans[0].order))
+    cands = [_stitch.candidate(r.id, r.spans, chat_messages) for r in cand_runs]
+    got = _stitch.stitch(cands)
+    for i, why in got.why_not.items():
+        cand_runs[i].not_stitched = why
+    replace: dict[int, Run | None] = {}
+    for conv in got.conversations:
+        if len(conv.runs) == 1:
+            continue
+        parts = [cand_runs[i] for i in conv.runs]
+        first = parts[0]
+        joined = Run(first.id, [s for r in parts for s in r.spans], None, sum(r.all_spans for r in parts),
+                     {k: v for r in parts for k, v in r.parents.items()}, sum(r.merged for r in parts),
+                     [r.id for r in parts], list(conv.evidence), first.not_stitched,
+                     {k: v for r in parts for k, v in r.chunks.items()})
+        replace[id(first)] = joined
+        for r in parts[1:]:
+            replace[id(r)] = None
+    if not replace:
+        return runs
+    out = []
+    for r in runs:
+        got_r = replace.get(id(r), r)
+        if got_r is not None:
+            out.append(got_r)
+    return out
+
+
 def runs(spans: Sequence[Span]) -> Iterator[TelemetryRun]:
     """The file's runs, in the order their first span appears, each with its conversation read from its spans."""
-    for run in group_runs(spans):
+    for run in stitch_runs(group_runs(spans)):
         lines = (min(s.line for s in run.spans), max(s.line for s in run.spans))
         agent = _attr(run.agent, "agent.name") if run.agent is not None else None
         agent = agent if isinstance(agent, str) else None
@@ -810,5 +927,6 @@ def runs(spans: Sequence[Span]) -> Iterator[TelemetryRun]:
             yield TelemetryRun(run.id, len(run.spans), lines, agent, None, error=f"{exc.where}: {exc.message}",
                                error_line=exc.line or lines[0])
             continue
+        stitched = {"traces": run.traces, "evidence": run.stitched} if run.traces else None
         yield TelemetryRun(run.id, len(run.spans), lines, agent, ri.items, ri.tools, ri.schemas, ri.recorded, ri.notes,
-                           facts=ri.facts)
+                           facts=ri.facts, stitched=stitched)
