@@ -59,6 +59,11 @@ ALL_SCRIPTS: dict[str, list[Any]] = {
     **SCRIPTS,
     "handoff": [[("call_h", "transfer_to_weather", {})], [("call_1", "get_weather", {"city": "Paris"})],
                 "18C in Paris."],
+    # the SDK's own tracing only: the pass conversation with trace_include_sensitive_data=False (the spans keep no
+    # inputs or outputs), and two Runner runs in one trace() (two runs, never one)
+    "no-content": SCRIPTS["pass"],
+    "two-runs": [[("call_1", "get_weather", {"city": "Paris"})], "18C in Paris.",
+                 [("call_2", "get_weather", {"city": "Oslo"})], "9C in Oslo."],
 }
 
 #: group -> (framework, the packages whose versions the recording names)
@@ -93,6 +98,7 @@ SCENARIOS: dict[str, tuple[str, ...]] = {
                                                                              "logfire-openai")
     else BASIC for g, (fw, _) in GROUPS.items()}
 SCENARIOS["openinference-openai-agents"] = ("handoff",)
+SCENARIOS["agents-sdk"] = (*SCENARIOS["agents-sdk"], "no-content", "two-runs")
 
 #: What each recording's report must say, from what really happened (``happened`` in the manifest):
 #: (exit code, rules). LangGraph's ToolNode and pydantic-ai execute a repeated id (R6) and a reused one with other
@@ -202,12 +208,21 @@ def _answered_langchain(history: list[dict[str, Json]]) -> list[str]:
 
 
 def _openai_agents(script: list[Any], log: _Log, *, responses: bool = False, handoff: bool = False,
-                   instrument_client: Any = None) -> list[dict[str, Json]]:
+                   instrument_client: Any = None, content: bool = True, runs: int = 1) -> list[dict[str, Json]]:
     """One Runner run of the weather agent (``handoff``: started at a triage agent that hands off to it), its model
     the SDK's Chat Completions model (``responses``: its Responses model) over an openai client whose transport
-    answers the script."""
+    answers the script. ``content`` False: ``RunConfig(trace_include_sensitive_data=False)``; ``runs`` 2: two Runner
+    runs one after the other in one ``trace()``."""
     import httpx
-    from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
+        RunConfig,
+        Runner,
+        function_tool,
+        trace,
+    )
     from openai import AsyncOpenAI
 
     steps = list(script)
@@ -259,8 +274,18 @@ def _openai_agents(script: list[Any], log: _Log, *, responses: bool = False, han
     agent = Agent(name="weather", model=model, tools=[get_weather])
     if handoff:
         agent = Agent(name="triage", model=model, handoffs=[agent])
-    result = asyncio.run(Runner.run(agent, "What is the weather in Paris and Oslo?"))
-    return [x if isinstance(x, dict) else json.loads(json.dumps(x, default=str)) for x in result.to_input_list()]
+    config = RunConfig(trace_include_sensitive_data=content)
+
+    async def main() -> list[Any]:
+        if runs == 1:
+            return (await Runner.run(agent, "What is the weather in Paris and Oslo?", run_config=config)).to_input_list()
+        items: list[Any] = []
+        with trace("two runs"):
+            for city in ("Paris", "Oslo")[:runs]:
+                items += (await Runner.run(agent, f"What is the weather in {city}?", run_config=config)).to_input_list()
+        return items
+
+    return [x if isinstance(x, dict) else json.loads(json.dumps(x, default=str)) for x in asyncio.run(main())]
 
 
 def _pydantic_ai(script: list[Any], log: _Log) -> list[str]:
@@ -417,7 +442,8 @@ def record_group(group: str, out: Path, seed0: int) -> list[dict[str, Any]]:
             else:
                 answered = _answered_items(_openai_agents(
                     script, log, responses=framework == "openai-agents-responses", handoff=name == "handoff",
-                    instrument_client=_CLIENT[0] if _CLIENT else None))
+                    instrument_client=_CLIENT[0] if _CLIENT else None, content=name != "no-content",
+                    runs=2 if name == "two-runs" else 1))
         except Exception as exc:  # the framework ended the run with an exception: that is what happened
             raised = f"{type(exc).__name__}: {exc}".splitlines()[0]
         finally:

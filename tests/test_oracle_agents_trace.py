@@ -58,7 +58,7 @@ def test_the_two_exports_of_the_sdk_are_judged_alike() -> None:
     """A processor writing ``span.export()`` lines and the exporter's ``{"data": [...]}`` payloads hold the same
     items: the same runs, verdicts and coverage."""
     stems = sorted({c["file"].rsplit(".", 2)[0] for c in RECORDINGS if c["file"].endswith(".agents.jsonl")})
-    assert len(stems) == 10
+    assert len(stems) == 12
     for stem in stems:
         assert _shape(_records(f"{stem}.agents.jsonl")) == _shape(_records(f"{stem}.backend.jsonl")), stem
 
