@@ -1,8 +1,10 @@
 """Grouping OpenTelemetry spans into runs, and reading each run's conversation from its spans.
 
 Spans are grouped into **runs**: by trace, then by the nearest agent-invocation ancestor
-(``gen_ai.operation.name = invoke_agent``, OpenInference ``AGENT``, pydantic-ai's older ``agent run``),
-and ordered by start time (then parents before children, then file order). A run's model calls
+(``gen_ai.operation.name = invoke_agent``, OpenInference ``AGENT``, pydantic-ai's older ``agent run``, Logfire's
+``Agent run: …``), and ordered by start time (then parents before children, then file order); an invocation that a
+handoff started continues the run that handed off (:func:`_follow_handoffs`: the Agents SDK records each agent of
+a run as an invocation of its own). A run's model calls
 (``chat`` spans) give the conversation — the results sent back since the previous model call (in the
 request's input messages) and what the model proposed (its output messages) — and its ``execute_tool``
 spans the executions (:func:`run_items`). A model call whose recorded output holds no tool call has its calls
