@@ -22,8 +22,14 @@ from loopspec.oracle import check_file, read_text_input
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "oracle"
-RECORDINGS = [c for c in json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8")) if "happened" in c]
+RECORDINGS = [c for c in json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8"))
+              if "happened" in c and not c.get("stitching")]  # stitching's: tests/test_oracle_stitching.py
 MESSAGE_RULES = ("R2", "R6", "R7", "R11", "R12", "R32")
+#: the groups whose traces hold the framework's run: one run per recording
+ONE_RUN = ("openinference-langgraph", "openllmetry-langgraph", "openllmetry-openai-agents", "openllmetry-agents-only",
+           "agents-sdk", "openinference-openai-agents", "logfire-openai-agents", "logfire-openai-agents-responses",
+           "logfire-pydantic-ai")
+SHAPES = (".otlp.jsonl", ".console.json", ".pb.json", ".agents.jsonl", ".backend.jsonl")
 
 
 def _records(name: str) -> list[Any]:
@@ -33,10 +39,12 @@ def _records(name: str) -> list[Any]:
 
 
 def test_every_group_and_scenario_is_recorded() -> None:
-    from tests.telemetry_instrumentations import GROUPS, SCRIPTS
+    from tests.telemetry_instrumentations import GROUPS, SCENARIOS, kinds
 
     got = {(c["group"], c["scenario"]) for c in RECORDINGS}
-    assert got == {(g, s) for g in GROUPS for s in SCRIPTS}
+    assert got == {(g, s) for g in GROUPS for s in SCENARIOS[g]}
+    files = {c["file"] for c in RECORDINGS}
+    assert files == {f"rec-{g}-{s}.{k}" for g in GROUPS for s in SCENARIOS[g] for k in kinds(g)}
 
 
 @pytest.mark.parametrize("case", RECORDINGS, ids=[c["file"] for c in RECORDINGS])
@@ -70,24 +78,36 @@ def test_the_verdict_is_what_happened(case: dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", RECORDINGS, ids=[c["file"] for c in RECORDINGS])
 def test_no_run_is_split_or_invented(case: dict[str, Any]) -> None:
     """A LangGraph graph run or an Agents SDK trace is one run (its node, chain and step spans inside it, its tool
-    spans with it); where only the openai client is instrumented each model call is a trace of its own, and each
-    trace is one run that says it starts mid-conversation."""
+    spans with it); where only the openai client is instrumented each model call is a trace of its own, and the
+    traces of one conversation are stitched into one run, which starts at its first model call (not
+    mid-conversation) and says from which traces it was stitched."""
     recs = _records(case["file"])
     assert not any("no-agent" in r.run for r in recs)
-    if case["group"] in ("openinference-langgraph", "openllmetry-langgraph", "openllmetry-openai-agents",
-                         "openllmetry-agents-only"):
-        assert len(recs) == 1
+    if case["scenario"] == "two-runs":  # two Runner runs in one trace(), no handoff between them: two runs
+        assert [(r.verdict, r.summary["executions"]) for r in recs] == [("conforms", 1), ("conforms", 1)]
+        assert len({r.run for r in recs}) == 2 and all(r.run.startswith(recs[0].run.split("/")[0]) for r in recs)
+        return
+    assert len(recs) == 1
+    if case["group"] == "agents-sdk-responses" or case["scenario"] == "no-content":
+        # response spans, or spans whose content the run config left out, record no messages: executions not judged
+        (rec,) = recs
+        assert rec.summary["executions"] == 0 and rec.verdict == "conforms" and not rec.checks["verified"]
+        assert any(f"{len(case['happened']['executed'])} execution(s) follow a model call whose output is not "
+                   "recorded" in n for n in rec.summary["notes"]), rec.summary
+    elif case["group"] in ONE_RUN:
         assert recs[0].summary["executions"] == len(case["happened"]["executed"])
+        assert "stitched" not in recs[0].summary
     else:
-        calls = len([s for s in json.loads(json.dumps(case["happened"]))["proposed"]])
-        assert len(recs) >= 2 and all(r.summary.get("executions") == 0 for r in recs), calls
-        for r in recs[1:]:
-            assert any("starts mid-conversation" in n for n in r.summary.get("notes", ())), r.summary
+        (r,) = recs
+        st = r.summary["stitched"]
+        assert r.summary["executions"] == 0 and len(st["traces"]) == r.events >= 2, st
+        assert r.run == st["traces"][0] and len(st["evidence"]) == len(st["traces"]) - 1
+        assert not any("starts mid-conversation" in n for n in r.summary.get("notes", ())), r.summary
 
 
 def _all_records() -> Iterator[Any]:
     for c in json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8")):
-        if c["file"].endswith((".otlp.jsonl", ".console.json", ".pb.json")):
+        if c["file"].endswith(SHAPES):
             yield c["file"], _records(c["file"])
 
 
@@ -124,30 +144,51 @@ def test_the_three_export_shapes_are_judged_alike() -> None:
         assert shapes[0] == shapes[1] == shapes[2], stem
 
 
+def monitor_verdicts(text: str) -> list[dict[str, Any]]:
+    """What ``loopspec monitor``'s judge prints for the export requests in ``text`` (one JSON document each, as the
+    protobuf JSON mapping or OTLP/JSON): each body decoded and cut by trace as the intake does, each trace closed by
+    its root (its spans gathered until then, as the monitor's open traces do) and handed to the monitor's judge (which holds one model client's traces with the
+    conversation they continue), then the monitor stopped (every held conversation judged)."""
+    import io
+
+    from loopspec.judge.verdict import default_spec
+    from loopspec.monitor._service import Monitor, Settings
+
+    out = io.StringIO()
+    m = Monitor(Settings(idle=3600.0), default_spec(), out=out, err=io.StringIO())
+    dec = json.JSONDecoder()
+    pos = 0
+    while pos < len(text):
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            break
+        doc, pos = dec.raw_decode(text, pos)
+        cut = _otlp.by_trace(_otlp.decode(json.dumps(doc).encode(), _otlp.JSON, max_bytes=1 << 24))
+        assert cut.rejected == 0
+        for tid, frags in cut.traces.items():
+            m.traces.add(tid, frags, cut.spans[tid], now=0.0)
+            if tid in cut.roots:
+                closed = m.traces.close(tid, "root")
+                assert closed is not None
+                m.judge(closed)
+    for closed in m.traces.all():
+        m.judge(closed)
+    m._judge_conversations(m.conversations.all())
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
 def test_monitor_judges_as_check() -> None:
-    """``loopspec monitor``'s intake (the JSON body decoded, base64 ids made hex, cut by trace) judged by the oracle
-    gives the verdicts ``check`` gives on the file."""
+    """``loopspec monitor``'s intake (the JSON body decoded, base64 ids made hex, cut by trace) and its judge (one
+    model client's traces held with their conversation, then judged together) give the verdicts ``check`` gives on
+    the file — the same stitched runs."""
     for c in RECORDINGS:
         if not c["file"].endswith(".pb.json"):
             continue
-        text = (GOLDEN / c["file"]).read_text(encoding="utf-8")
-        dec = json.JSONDecoder()
-        pos, frags = 0, []
-        while pos < len(text):
-            while pos < len(text) and text[pos].isspace():
-                pos += 1
-            if pos >= len(text):
-                break
-            doc, pos = dec.raw_decode(text, pos)
-            frags += _otlp.decode(json.dumps(doc).encode(), _otlp.JSON, max_bytes=1 << 24)
-        cut = _otlp.by_trace(frags)
-        assert cut.rejected == 0
-        live = []
-        for tid in sorted(cut.traces):
-            res = read_text_input(_otlp.document(cut.traces[tid]), name=f"otlp-http:{tid}", input_format="otlp-json")
-            live += [(r.run, r.verdict, r.violation.rule if r.violation else None) for r in res.records]
+        live = sorted((v["run"], v["verdict"], (v.get("violation") or {}).get("rule"))
+                      for v in monitor_verdicts((GOLDEN / c["file"]).read_text(encoding="utf-8")))
         want = sorted((r.run, r.verdict, r.violation.rule if r.violation else None) for r in _records(c["file"]))
-        assert sorted(live) == want, c["file"]
+        assert live == want, c["file"]
 
 
 def test_base64_and_hex_ids_are_the_same_span() -> None:

@@ -112,3 +112,111 @@ class OpenTraces:
     def all(self) -> list[Closed]:
         """Every open trace, closed (at shutdown)."""
         return [c for t in list(self.open) if (c := self.close(t, "shutdown")) is not None]
+
+
+#: why a held conversation was judged, and the note it carries
+CONVERSATION_CLOSED_BY: Final = {
+    "idle": None,
+    "evicted": "judged while it could still be continued: more than {max_open} conversations were held "
+               "(--max-open-runs); the oldest is judged as it stands",
+    "shutdown": None,
+}
+
+Key = tuple[int, int]
+
+
+@dataclass
+class Held:
+    """A conversation of one model client's traces (each one model call), held until no trace continues it for
+    ``idle`` seconds: the traces in order, and the keys under which a later trace would continue it."""
+
+    id: int
+    traces: list[Closed] = field(default_factory=list)
+    spans: int = 0
+    last: float = 0.0
+    exits: list[Key] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    traces: list[Closed]
+    spans: int
+    reason: str  # a key of CONVERSATION_CLOSED_BY
+    note: str | None
+
+
+class HeldConversations:
+    """Conversations stitched from one model client's traces as they close, in order of their last trace (oldest
+    first). A closed trace that is such a call joins the held conversation whose last call its request continues
+    (matched by the prefix keys the oracle computes, :func:`loopspec.oracle.conversation_keys`; the oracle then
+    stitches the joined traces exactly, as ``check`` does on a file) — or starts one. A key shared by two held
+    conversations joins neither. At most ``max_open`` are held: the oldest beyond is judged as it stands."""
+
+    def __init__(self, *, idle: float, max_open: int) -> None:
+        if idle <= 0 or max_open < 1:
+            raise ValueError("idle must be > 0, max_open >= 1")
+        self.idle = idle
+        self.max_open = max_open
+        self.held: OrderedDict[int, Held] = OrderedDict()
+        self.index: dict[Key, set[int]] = {}
+        self.spans = 0
+        self._next = 0
+
+    def add(self, c: Closed, entry: list[Key], exits: list[Key], now: float) -> None:
+        """Hold the closed trace ``c``: with the conversation one of whose exit keys is its longest entry key found,
+        else as a conversation of its own."""
+        h: Held | None = None
+        for k in entry:  # longest prefix first
+            ids = self.index.get(k)
+            if ids:
+                if len(ids) == 1:
+                    h = self.held[next(iter(ids))]
+                break
+        if h is None:
+            h = Held(self._next)
+            self._next += 1
+            self.held[h.id] = h
+        else:
+            self.held.move_to_end(h.id)
+            self._unindex(h)
+        h.traces.append(c)
+        h.spans += c.spans
+        h.last = now
+        h.exits = list(exits)
+        for k in h.exits:
+            self.index.setdefault(k, set()).add(h.id)
+        self.spans += c.spans
+
+    def _unindex(self, h: Held) -> None:
+        for k in h.exits:
+            ids = self.index.get(k)
+            if ids is not None:
+                ids.discard(h.id)
+                if not ids:
+                    del self.index[k]
+
+    def _close(self, h: Held, reason: str) -> Conversation:
+        self.held.pop(h.id, None)
+        self._unindex(h)
+        self.spans -= h.spans
+        tmpl = CONVERSATION_CLOSED_BY[reason]
+        return Conversation(h.traces, h.spans, reason, tmpl.format(max_open=self.max_open) if tmpl else None)
+
+    def overflow(self) -> list[Conversation]:
+        out = []
+        while len(self.held) > self.max_open:
+            out.append(self._close(next(iter(self.held.values())), "evicted"))
+        return out
+
+    def expired(self, now: float) -> list[Conversation]:
+        """The conversations no trace continued for ``idle`` seconds (oldest first)."""
+        out = []
+        while self.held:
+            h = next(iter(self.held.values()))
+            if now - h.last < self.idle:
+                break
+            out.append(self._close(h, "idle"))
+        return out
+
+    def all(self) -> list[Conversation]:
+        return [self._close(h, "shutdown") for h in list(self.held.values())]

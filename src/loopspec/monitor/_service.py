@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO, Any, Final
 
-from ..oracle import InputError, RunRecord, Summary, read_text_input
+from ..oracle import InputError, RunRecord, Summary, conversation_keys, read_text_input
 from ..spec.loader import Spec
 from . import _otlp
-from ._runs import Closed, OpenTraces
+from ._runs import Closed, Conversation, HeldConversations, OpenTraces
 
 Json = Any
 
@@ -160,6 +160,9 @@ class Monitor:
         self.metrics = Metrics()
         self.traces = OpenTraces(idle=settings.idle, max_open=settings.max_open_runs,
                                  remember=settings.remember_closed)
+        # one model client's traces (a model call each), held by the judge thread until no trace continues their
+        # conversation for --idle seconds, then judged together (the oracle stitches them, as check does)
+        self.conversations = HeldConversations(idle=settings.idle, max_open=settings.max_open_runs)
         self.lock = threading.Lock()  # the open traces and the held-span count
         self.pending_spans = 0  # closed, waiting for the judge
         self.judge_q: queue.Queue[Closed | None] = queue.Queue()
@@ -280,34 +283,82 @@ class Monitor:
 
     # -- the judge ----------------------------------------------------------------------------------
     def _judge_loop(self) -> None:
+        step = max(0.05, min(1.0, self.s.idle / 4))
         while True:
-            c = self.judge_q.get()
-            if c is None:
-                return
             try:
-                self.judge(c)
+                c = self.judge_q.get(timeout=step)
+            except queue.Empty:
+                self._judge_conversations(self.conversations.expired(self.clock()))
+                continue
+            if c is None:
+                self._judge_conversations(self.conversations.all())
+                return
+            held = False
+            try:
+                held = self.judge(c)
             except Exception as exc:  # a bug in judging one trace must not stop the monitor
                 self.metrics.input_errors.inc()
                 self.output.note(f"trace {c.trace}: internal error while judging it ({type(exc).__name__}: {exc}); "
                                  "please report it")
             finally:
+                if not held:
+                    with self.lock:
+                        self.pending_spans -= c.spans
+                        self.metrics.held.set(self.traces.spans + self.pending_spans)
+            self._judge_conversations(self.conversations.overflow() + self.conversations.expired(self.clock()))
+
+    def _judge_conversations(self, convs: list[Conversation]) -> None:
+        for conv in convs:
+            first = conv.traces[0]
+            try:
+                frags = [f for c in conv.traces for f in c.fragments]
+                mon: dict[str, Json] = {"trace": first.trace, "closedBy": conv.traces[-1].reason,
+                                        "conversation": {"traces": [c.trace for c in conv.traces],
+                                                         "judgedBy": conv.reason}}
+                notes = [c.note for c in conv.traces if c.note is not None]
+                if conv.note is not None:
+                    notes.append(conv.note)
+                if notes:
+                    mon["note"] = "; ".join(notes)
+                self._judge_document(_otlp.document(frags), first.trace, len(conv.traces), mon,
+                                     [c.reason for c in conv.traces if c.note is not None])
+            except Exception as exc:  # a bug in judging one conversation must not stop the monitor
+                self.metrics.input_errors.inc()
+                self.output.note(f"trace {first.trace}: internal error while judging its conversation "
+                                 f"({type(exc).__name__}: {exc}); please report it")
+            finally:
                 with self.lock:
-                    self.pending_spans -= c.spans
+                    self.pending_spans -= conv.spans
                     self.metrics.held.set(self.traces.spans + self.pending_spans)
 
-    def judge(self, c: Closed) -> None:
-        t0 = time.perf_counter()
-        res = read_text_input(_otlp.document(c.fragments), name=f"otlp-http:{c.trace}", input_format="otlp-json",
-                              spec=self.spec)
-        self.metrics.latency.observe(time.perf_counter() - t0)
-        self.traces_judged += 1
-        self.summary.events += res.summary.events
+    def judge(self, c: Closed) -> bool:
+        """Judge a closed trace — or, when it is one model client's call (a trace of model calls only, no agent
+        invocation), hold it with the conversation it continues (True): that is judged once no trace has
+        continued it for ``--idle`` seconds."""
+        doc = _otlp.document(c.fragments)
+        keys = conversation_keys(doc)
+        if keys is not None:
+            self.conversations.add(c, keys[0], keys[1], self.clock())
+            return True
+        mon: dict[str, Json] = {"trace": c.trace, "closedBy": c.reason}
         if c.note is not None:
-            self.metrics.incomplete.labels(c.reason).inc()
+            mon["note"] = c.note
+        self._judge_document(doc, c.trace, 1, mon, [c.reason] if c.note is not None else [])
+        return False
+
+    def _judge_document(self, doc: bytes, trace: str, traces: int, mon: dict[str, Json],
+                        incomplete: list[str]) -> None:
+        t0 = time.perf_counter()
+        res = read_text_input(doc, name=f"otlp-http:{trace}", input_format="otlp-json", spec=self.spec)
+        self.metrics.latency.observe(time.perf_counter() - t0)
+        self.traces_judged += traces
+        self.summary.events += res.summary.events
+        for reason in incomplete:
+            self.metrics.incomplete.labels(reason).inc()
         for e in res.errors:
             self.summary.input_errors += 1
             self.metrics.input_errors.inc()
-            self.output.note(f"trace {c.trace}: {e.message}")
+            self.output.note(f"trace {trace}: {e.message}")
             if self.on_error is not None:
                 self.on_error(e)
         for rec in res.records:
@@ -316,9 +367,6 @@ class Monitor:
             if rec.violation is not None:
                 self.metrics.violations.labels(rec.violation.rule).inc()
             obj = rec.to_json()
-            mon: dict[str, Json] = {"trace": c.trace, "closedBy": c.reason}
-            if c.note is not None:
-                mon["note"] = c.note
             obj["monitor"] = mon
             self.output.line(obj)
             if self.on_record is not None:

@@ -60,7 +60,7 @@ class Execution:
 
 @dataclass
 class Item:
-    kind: str  # user | proposal | final | result | execution
+    kind: str  # user | proposal | final | result | execution | unrecorded (a model call's input, not recorded)
     pos: int  # position in the conversation (event index)
     path: str
     line: int
@@ -122,3 +122,4 @@ class TelemetryRun:
     error: str | None = None
     error_line: int | None = None
     facts: dict[str, Any] = field(default_factory=dict)  # what was recorded, for the verdict's coverage
+    stitched: dict[str, Any] | None = None  # the traces stitched into this run and the evidence of each join

@@ -52,7 +52,8 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
 
     if not msgs:
         put(["R2", "R6", "R7", "R11", "R12", "R28", "R32", "R3", "R4"], None,
-            "no message content is recorded (content capture off): neither the calls the model proposed nor the "
+            "no message content is recorded (content capture off, or model-call spans that hold none): neither the "
+            "calls the model proposed nor the "
             "results sent back are in the spans")
     else:
         outputs_known = out_missing == 0
@@ -61,11 +62,19 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
         if answered and outputs_known:
             tail = "" if answered == proposals else (f"; {proposals - answered} later proposal(s) are followed by "
                                                      "no request of this run")
+            h_ans = f.get("historyAnswered", 0)
+            src = "" if not h_ans else (
+                " (from history: all of them are earlier rounds the first request carries, judged as a transcript)"
+                if h_ans == answered else f" ({h_ans} from history — earlier rounds the first request carries, judged "
+                f"as a transcript — and {answered - h_ans} from spans)")
             put(["R11"], verified, f"{answered} proposal(s) are followed by a later request of this run, whose input "
-                                   f"shows what was sent back for them{tail}")
+                                   f"shows what was sent back for them{src}{tail}")
         else:
+            unrecorded = f.get("unrecordedInputs", 0)
             put(["R11"], None, props if not outputs_known else (
-                "no proposal of this run is followed by a request carrying its results" if proposals
+                (f"the input of the model call after each proposal is not recorded ({unrecorded} model call(s) "
+                 "without input messages): what was sent back for the calls is unknown") if unrecorded
+                else "no proposal of this run is followed by a request carrying its results" if proposals
                 else "no model call proposed a tool call"))
         if f.get("final"):
             put(["R28"], verified, "the final answer is recorded, and no call or execution of this run comes after it")
@@ -79,9 +88,12 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
             how = "by call id" if ids == n_exec else (
                 f"by call id for {ids} of {n_exec}, by tool name and arguments for the others (their spans record "
                 "no call id)" if ids else "by tool name and arguments (the tool spans record no call id)")
+            chunked = f.get("chunkCalls", 0)
+            where = "" if not chunked else (f" (for {chunked} model call(s), in its recorded output chunks: its "
+                                            "output messages hold no tool call)")
             put(["R2", "R6", "R7", "R12"], verified,
-                f"every proposed call is in the model's recorded output, and every execution is a tool span, matched "
-                f"to its call {how}")
+                f"every proposed call is in the model's recorded output{where}, and every execution is a tool span, "
+                f"matched to its call {how}")
             if answered:
                 put(["R32"], verified, "the answers' order is read from the requests, the completion order from "
                                        "the tool spans' times")
@@ -106,13 +118,20 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
         put(["R33"], verified, "executions of one call id never overlap: the tool spans' times")
     elif execs:
         put(["R33"], None, "the tool spans record no call id")
+    h_props = f.get("historyProposals", 0)
+    source = "history" if proposals and h_props == proposals else "spans and history" if h_props else "spans"
+    evidence = {r: ("spans" if r in ("R28", "R12", "R33", "R3", "R4") else source)
+                for r in (*verified, *assumed)}
     order = {r: k for k, r in enumerate(all_rules)}
     verified.sort(key=lambda r: order.get(r, 999))
     assumed.sort(key=lambda r: order.get(r, 999))
     not_w = [r for r in all_rules if r not in verified and r not in assumed and r != "R0"]
     why = {r: why[r] for r in sorted(why, key=lambda r: order.get(r, 999))}
     why["others"] = NOT_IN_A_TRACE
-    return {"verified": verified, "assumed": assumed, "notWitnessed": not_w, "why": why}
+    out: dict[str, Any] = {"verified": verified, "assumed": assumed, "notWitnessed": not_w, "why": why}
+    if h_props:  # a run that starts mid-conversation: which rules rest on the history its first request carries
+        out["from"] = {r: evidence[r] for r in sorted(evidence, key=lambda r: order.get(r, 999))}
+    return out
 
 
 def judge_run(r: TelemetryRun, fmt: str, t: Tables) -> Judged:
@@ -127,6 +146,8 @@ def judge_run(r: TelemetryRun, fmt: str, t: Tables) -> Judged:
     if r.agent is not None:
         summ["agent"] = r.agent
     summ["recorded"] = r.recorded
+    if r.stitched:
+        summ["stitched"] = r.stitched
     if r.notes:
         summ["notes"] = r.notes
     if tv.violation is None:
