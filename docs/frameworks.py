@@ -215,19 +215,19 @@ LAST_ROUND = (
 )
 
 
-#: The TypeScript note on Mastra's own traces (issue 29), measured 2026-12-05 with @mastra/otel-exporter 1.4.0
-#: and @mastra/observability 1.17.9 in a scratch copy of the adapters' packages (not pinned in package.json).
+#: The TypeScript note on Mastra's own traces (issue 29), recorded with the pinned @mastra/otel-exporter 1.4.0 and
+#: @mastra/observability 1.17.9 (tests/golden/oracle/RECORDINGS.json).
 MASTRA_TRACES = (
-    " Mastra's own traces are not in the oracle's golden corpus: Mastra's agent loop is its own and its traces come "
-    "from @mastra/observability. @mastra/otel-exporter 1.4.0 installs beside the pinned packages (its peer "
-    "dependencies are all optional, and it takes `exporter: SpanExporter`, so the OpenTelemetry SDK's "
-    "InMemorySpanExporter and JsonTraceSerializer the AI SDK recorder uses serve) and exports GenAI-named spans "
-    "(`invoke_agent`, `chat`, `execute_tool` with `gen_ai.tool.call.id`); but the `chat` span of a response that "
-    "held tool calls carries `gen_ai.output.messages` = "
-    "`[{\"role\":\"assistant\",\"parts\":[{\"type\":\"text\",\"content\":\"\"}]}]`: the calls appear "
-    "only in Mastra's own `model_chunk` spans (`mastra.model_chunk.output`). `loopspec check` therefore reads an "
-    "empty final answer followed by tool executions (R28 `executed-after-final`) in every recording, the conforming "
-    "one too (observed); a must-pass recording needs the oracle to read those chunk spans."
+    " Mastra's own traces are in the oracle's golden corpus (`tests/golden/oracle/rec-mastra-*`, recorded by "
+    "`src/loopspec/frameworks/js/src/mastra_telemetry.ts` with @mastra/observability 1.17.9 through "
+    "@mastra/otel-exporter 1.4.0, both pinned in package.json, given the OpenTelemetry SDK's InMemorySpanExporter "
+    "and serialized by the JsonTraceSerializer the AI SDK recorder uses). Its GenAI-named spans (`invoke_agent`, "
+    "`chat`, `execute_tool` with `gen_ai.tool.call.id`) do not say what the model proposed: the `chat` span of a "
+    "response that held tool calls carries `gen_ai.output.messages` = "
+    "`[{\"role\":\"assistant\",\"parts\":[{\"type\":\"text\",\"content\":\"\"}]}]` and no input "
+    "messages; the calls appear only in Mastra's own `model_chunk` spans under it (`mastra.model_chunk.output`), "
+    "which `loopspec check` reads (observed). The pass and tool-error recordings conform, the replay is R6 and the "
+    "conflict R7; what was sent back to the model is not recorded, so R11 and R15 are not witnessed there."
 )
 
 

@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 GOLDEN = Path(__file__).parent / "golden" / "oracle"
+#: the recordings the TypeScript frameworks' own recorders make (not this module)
+JS_RECORDINGS = ("rec-ai-sdk-", "rec-mastra-")
 
 Json = Any
 
@@ -421,10 +423,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{'ok ' if ok else 'BAD'} {c['file']}: exit {res.summary.exit_code} {rules} "
                       f"(expected {c['exit']} {c['rules']})")
             return 1 if bad else 0
-    # the AI SDK's recordings are made by its own recorder (src/loopspec/frameworks/js/src/ai_sdk_telemetry.ts,
-    # tests/test_frameworks_typescript.py): kept as they are
+    # the AI SDK's and Mastra's recordings are made by their own recorders (src/loopspec/frameworks/js/src/
+    # ai_sdk_telemetry.ts and mastra_telemetry.ts, tests/test_frameworks_typescript.py): kept as they are
     kept = [c for c in json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8"))
-            if c["file"].startswith("rec-ai-sdk-")]
+            if c["file"].startswith(JS_RECORDINGS)]
     manifest = record(GOLDEN) + kept
     (GOLDEN / "RECORDINGS.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {len(manifest)} recordings to {GOLDEN} (and RECORDINGS.json)", file=sys.stderr)

@@ -14,7 +14,7 @@ shared data below the stages, never an earlier stage. Per format:
 * **transcripts and framework histories**: documents (:mod:`._read.documents`) → conversations, each read in
   the format it shows (:mod:`._read.conversations`; a conversation is one run) → the conversation judge
   (:mod:`._judge.conversation`) → records;
-* **telemetry** (OTLP/JSON, console): documents → spans (:mod:`._read.telemetry`) → runs by trace and agent
+* **telemetry** (OTLP/JSON, console, the Agents SDK's own traces): documents → spans (:mod:`._read.telemetry`, :mod:`._read.agents_trace`) → runs by trace and agent
   invocation, each with its conversation read from its spans (:mod:`._group.telemetry`; a trace's spans
   may be anywhere in the file, so every span is read first) → the conversation judge, with what the
   spans record (:mod:`._judge.telemetry`) → records;
@@ -44,6 +44,7 @@ from ._judge.ledger import RunChecker
 from ._judge.telemetry import judge_run
 from ._judge.trace import judge_trace, trace_events
 from ._options import DEFAULT_OPTIONS, Options
+from ._read.agents_trace import read_items as read_agents_items
 from ._read.conversations import conversations
 from ._read.documents import NDJSON_HINT, Doc, documents
 from ._read.histories import FORMATS as HISTORY_FORMATS
@@ -56,7 +57,7 @@ from ._tables import EVENT_TYPES, tables_for
 
 Json = Any
 
-TELEMETRY_FORMATS: Final = ("otlp-json", "otel-console")
+TELEMETRY_FORMATS: Final = ("otlp-json", "otel-console", "openai-agents-trace")
 INPUT_FORMATS: Final = ("auto", "ledger", "trace", *TRANSCRIPT_FORMATS, *HISTORY_FORMATS, *TELEMETRY_FORMATS)
 
 
@@ -262,7 +263,8 @@ def _check_telemetry(docs: Iterator[Doc | InputError], name: str, fmt: str, spec
     """Read every span of the file (a trace's spans may be anywhere in it), group them into runs and judge
     each run's conversation and executions."""
     spans = []
-    for s in read_spans(docs, name, fmt):  # 2. read
+    read = read_agents_items(docs, name) if fmt == "openai-agents-trace" else read_spans(docs, name, fmt)
+    for s in read:  # 2. read
         if isinstance(s, InputError):
             yield s
         else:

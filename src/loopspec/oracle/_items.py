@@ -60,7 +60,7 @@ class Execution:
 
 @dataclass
 class Item:
-    kind: str  # user | proposal | final | result | execution
+    kind: str  # user | proposal | final | result | execution | unrecorded (a model call's input, not recorded)
     pos: int  # position in the conversation (event index)
     path: str
     line: int

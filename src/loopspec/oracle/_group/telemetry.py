@@ -1,11 +1,15 @@
 """Grouping OpenTelemetry spans into runs, and reading each run's conversation from its spans.
 
 Spans are grouped into **runs**: by trace, then by the nearest agent-invocation ancestor
-(``gen_ai.operation.name = invoke_agent``, OpenInference ``AGENT``, pydantic-ai's older ``agent run``),
-and ordered by start time (then parents before children, then file order). A run's model calls
+(``gen_ai.operation.name = invoke_agent``, OpenInference ``AGENT``, pydantic-ai's older ``agent run``, Logfire's
+``Agent run: …``), and ordered by start time (then parents before children, then file order); an invocation that a
+handoff started continues the run that handed off (:func:`_follow_handoffs`: the Agents SDK records each agent of
+a run as an invocation of its own). A run's model calls
 (``chat`` spans) give the conversation — the results sent back since the previous model call (in the
 request's input messages) and what the model proposed (its output messages) — and its ``execute_tool``
-spans the executions (:func:`run_items`). Attribute names follow the OpenTelemetry GenAI semantic
+spans the executions (:func:`run_items`). A model call whose recorded output holds no tool call has its calls
+read from its output chunks when the spans record them (Mastra's ``model_chunk`` spans under its ``chat`` span,
+``mastra.model_chunk.output``). Attribute names follow the OpenTelemetry GenAI semantic
 conventions (``gen_ai.operation.name``, ``gen_ai.input.messages`` / ``gen_ai.output.messages`` with
 ``tool_call`` and ``tool_call_response`` parts, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
 ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``, ``gen_ai.tool.definitions``), and the
@@ -48,12 +52,20 @@ ATTRIBUTE_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
     "output.messages": ("gen_ai.output.messages",),
     "tool.definitions": ("gen_ai.tool.definitions",),
     "agent.name": ("gen_ai.agent.name", "agent_name", "agent.name"),
+    # Mastra's AI tracing (@mastra/observability 1.17.9 through @mastra/otel-exporter 1.4.0): a model_chunk span
+    # under a chat span records one chunk of the model's output; a tool-call chunk is {toolCallId, toolName,
+    # toolInput} (observed: the chat span's gen_ai.output.messages then holds only an empty text part)
+    "chunk.output": ("mastra.model_chunk.output",),
 }
+
+#: The operation name of an output chunk's span (Mastra: ``gen_ai.operation.name = model_chunk``).
+_CHUNK: Final = "model_chunk"
 
 _OPERATIONS: Final[Mapping[str, str]] = {
     "chat": "chat", "text_completion": "chat", "generate_content": "chat",
     "execute_tool": "tool",
     "invoke_agent": "agent",
+    "handoff": "handoff",  # OpenLLMetry's Agents SDK instrumentation; the Agents SDK's own handoff spans (read so)
 }
 _OPENINFERENCE_KINDS: Final[Mapping[str, str]] = {"LLM": "chat", "TOOL": "tool", "AGENT": "agent"}
 _NAME_PREFIXES: Final = (("chat ", "chat"), ("execute_tool ", "tool"), ("running tool", "tool"),
@@ -84,16 +96,89 @@ def _langgraph(s: Span) -> str | None:
     return "graph" if md.get("ls_integration") == "langgraph" else None
 
 
+#: Logfire's spans for the Agents SDK (``logfire.instrument_openai_agents()``): the span data's exported fields as
+#: attributes, the kind told by the message template (source, logfire 5.4.0,
+#: ``logfire/_internal/integrations/openai_agents.py``: ``msg_template = 'Agent run: {name!r}'``, ``'Function:
+#: {name}'``, ``'Chat completion with {gen_ai.request.model!r}'``, ``'Handoff: {from_agent} → {to_agent}'``).
+_LOGFIRE_AGENTS: Final = (("Agent run: ", "agent"), ("Function: ", "tool"), ("Chat completion with ", "chat"),
+                          ("Responses API", "chat"), ("Handoff: ", "handoff"))
+
+
+def _logfire_agents(s: Span) -> str | None:
+    """The operation of a Logfire Agents SDK span, its attributes given the GenAI names this stage reads (the
+    exported ``input`` / ``output`` / ``name`` fields); None for any other span."""
+    tpl = s.attrs.get("logfire.msg_template")
+    if not isinstance(tpl, str) or s.attrs.get("gen_ai.system") != "openai":
+        return None
+    what = next((w for prefix, w in _LOGFIRE_AGENTS if tpl.startswith(prefix)), None)
+    a = s.attrs
+    if what == "agent" and isinstance(a.get("name"), str):
+        a.setdefault("gen_ai.agent.name", a["name"])
+    elif what == "tool":
+        for src, dst in (("name", "gen_ai.tool.name"), ("input", "gen_ai.tool.call.arguments"),
+                         ("output", "gen_ai.tool.call.result")):
+            if src in a:
+                a.setdefault(dst, a[src])
+    elif what == "chat" and tpl.startswith("Chat completion"):
+        for src, dst in (("input", "gen_ai.input.messages"), ("output", "gen_ai.output.messages")):
+            if src in a:
+                a.setdefault(dst, a[src])
+    elif what == "chat":  # the Responses model: the request's input items and the Response, as Logfire records them
+        inp, resp = _maybe_json(a.get("raw_input")), _maybe_json(a.get("response"))
+        if isinstance(inp, str):
+            inp = [{"role": "user", "content": inp}]
+        if isinstance(inp, list):
+            a.setdefault("gen_ai.input.messages", _responses_as_chat(inp))
+        if isinstance(resp, dict) and isinstance(resp.get("output"), list):
+            a.setdefault("gen_ai.output.messages", _responses_as_chat(resp["output"]))
+    return what
+
+
+def _responses_as_chat(items: list[Json]) -> list[dict[str, Json]]:
+    """Responses API items (a request's input, a response's output) as chat messages: a ``function_call`` an
+    assistant message with one tool call, a ``function_call_output`` a tool message, a message its text."""
+    out: list[dict[str, Json]] = []
+    for it in items:
+        if not isinstance(it, dict):
+            continue
+        t = it.get("type")
+        if t == "function_call":
+            out.append({"role": "assistant", "tool_calls": [
+                {"id": it.get("call_id"), "function": {"name": it.get("name"), "arguments": it.get("arguments")}}]})
+        elif t == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": it.get("call_id"), "content": it.get("output")})
+        elif t in (None, "message") and isinstance(it.get("role"), str):
+            c = it.get("content")
+            if isinstance(c, list):
+                c = "".join(p["text"] for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
+            out.append({"role": it["role"], "content": c})
+    return out
+
+
+def _openinference_handoff(s: Span) -> bool:
+    """OpenInference's Agents SDK handoff span: a ``TOOL`` span with no tool name, named ``handoff to <agent>``
+    (source, openinference-instrumentation-openai-agents 2.6.0, ``_processor.py``: ``return f"handoff to
+    {obj.span_data.to_agent}"``): the SDK switching agents, not a tool execution."""
+    return s.name.startswith("handoff to ") and "tool.name" not in s.attrs
+
+
 def operation(s: Span) -> str | None:
-    """chat | tool | agent | None (anything else: workflow steps, graph nodes, HTTP, ...). An agent invocation is
-    the run the framework made: a LangGraph graph node that OpenInference marks ``AGENT`` (the prebuilt ReAct
-    agent's node is named ``agent``) is a step of its graph's run, and the graph's own span is the invocation."""
+    """chat | tool | agent | handoff | None (anything else: workflow steps, graph nodes, HTTP, ...). An agent
+    invocation is the run the framework made: a LangGraph graph node that OpenInference marks ``AGENT`` (the prebuilt
+    ReAct agent's node is named ``agent``) is a step of its graph's run, and the graph's own span is the invocation.
+    A handoff (the Agents SDK passing the conversation to another agent) is a step too: the invocation it starts
+    continues the same run (:func:`_follow_handoffs`)."""
+    logfire = _logfire_agents(s)
+    if logfire is not None:
+        return logfire
     op = s.attrs.get("gen_ai.operation.name")
     if isinstance(op, str) and op in _OPERATIONS:
         return _OPERATIONS[op]
     kind = s.attrs.get("openinference.span.kind")
     if isinstance(kind, str) and kind in _OPENINFERENCE_KINDS:
         what = _OPENINFERENCE_KINDS[kind]
+        if what == "tool" and _openinference_handoff(s):
+            return "handoff"
         if what == "agent" and _langgraph(s) == "node":
             return None
         return what
@@ -338,6 +423,31 @@ class Run:
     traces: list[str] = field(default_factory=list)  # the traces stitched into this run (more than one), in order
     stitched: list[str] = field(default_factory=list)  # the evidence of each join (see .stitch)
     not_stitched: str | None = None  # why a run whose first request carries earlier rounds was not stitched
+    chunks: dict[str, list[Span]] = field(default_factory=dict)  # chat span id -> its output chunks' spans, in order
+    handoffs: list[str] = field(default_factory=list)  # the agents a run went through, when it handed off
+
+
+def _chunks(group: Sequence[Span], index: Mapping[str, Span]) -> dict[str, list[Span]]:
+    """The output-chunk spans of each chat span of a trace (their parent), in time then file order."""
+    out: dict[str, list[Span]] = {}
+    for s in group:
+        if s.attrs.get("gen_ai.operation.name") == _CHUNK and s.parent and s.parent in index \
+                and index[s.parent].op == "chat":
+            out.setdefault(s.parent, []).append(s)
+    for v in out.values():
+        v.sort(key=lambda c: (c.start, c.order))
+    return out
+
+
+def chunk_calls(chunks: Sequence[Span]) -> list[tuple[Part, Span]]:
+    """The tool calls a model call's output chunks record (a chunk whose output is {toolCallId, toolName,
+    toolInput}), each with its chunk's span."""
+    out: list[tuple[Part, Span]] = []
+    for c in chunks:
+        v = _maybe_json(_attr(c, "chunk.output"))
+        if isinstance(v, dict) and "toolCallId" in v and "toolName" in v:
+            out.append((Part("tool_call", v.get("toolCallId"), v.get("toolName"), v.get("toolInput")), c))
+    return out
 
 
 def _agent_of(s: Span, index: Mapping[str, Span], owner: dict[str, str | None]) -> str | None:
@@ -431,17 +541,61 @@ def group_runs(spans: Sequence[Span]) -> list[Run]:
         if stray and len(members) > 1 and all(s.op == "tool" for s in stray):
             _attach(stray, members, index, execution)
             del members[None]
+        handed = _follow_handoffs(group, index, owner)
+        for b, a in handed.items():  # the invocation a handoff started continues the run that handed off
+            members.setdefault(a, []).extend(members.pop(b, []))
+            counts[a] = counts.get(a, 0) + counts.pop(b, 0)
         memo: dict[str, int] = {}
         depth = {s.span: _depth(s, index, memo) for s in group}
+        chunked = _chunks(group, index)
         keys = [k for k in members if members[k]]
         for a in keys:
             ms = sorted(members[a], key=lambda s: (s.start, depth[s.span], s.order))
             ms, merged = _merge_chats(ms, index)
             rid = trace if len(keys) == 1 else f"{trace}/{a or 'no-agent'}"
             parents = {s.span: index[s.parent] for s in ms if s.op == "tool" and s.parent and s.parent in index}
-            runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0), parents, merged))
+            chunks = {s.span: chunked[s.span] for s in ms if s.op == "chat" and s.span in chunked}
+            agents = [index[a].span] if a in index else []
+            agents += [b for b, root in handed.items() if root == a]
+            runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0), parents, merged,
+                            handoffs=[_agent_name(index[x]) for x in sorted(agents, key=lambda x: index[x].start)
+                                      if x in index] if len(agents) > 1 else [],
+                            chunks=chunks))
     runs.sort(key=lambda r: min(s.order for s in r.spans))
     return runs
+
+
+def _agent_name(s: Span) -> str:
+    name = _attr(s, "agent.name")
+    return name if isinstance(name, str) else s.name
+
+
+def _follow_handoffs(group: Sequence[Span], index: Mapping[str, Span], owner: dict[str, str | None]) -> dict[str, str]:
+    """Agent invocations that continue another's run: the Agents SDK records each agent a run goes through as an
+    invocation of its own, side by side under the run's span, and a handoff span inside the one that handed off
+    (the SDK's own tracing, OpenInference, OpenLLMetry, Logfire: observed in the recordings). The invocation a
+    handoff starts is the first one under the same parent that starts after the handoff did (whose agent is the
+    handoff's target, when the span names it); it continues the run of the invocation holding the handoff.
+    Returns invocation -> the invocation whose run it continues (the first of the chain)."""
+    handoffs = sorted((s for s in group if s.op == "handoff"), key=lambda s: (s.start, s.order))
+    if not handoffs:
+        return {}
+    agents = sorted((s for s in group if s.op == "agent"), key=lambda s: (s.start, s.order))
+    cont: dict[str, str] = {}
+    for h in handoffs:
+        a = _agent_of(h, index, owner)
+        if a is None or a not in index:
+            continue
+        src = index[a]
+        target = next((h.attrs[k] for k in ("to_agent", "gen_ai.handoff.to_agent", "output.value")
+                       if isinstance(h.attrs.get(k), str)), None)
+        later = [b for b in agents if b.span != a and b.parent == src.parent and b.start >= h.start
+                 and b.span not in cont and b.span not in cont.values()]
+        named = [b for b in later if target is not None and _agent_name(b) == target]
+        nxt = (named or later)[:1]
+        if nxt:
+            cont[nxt[0].span] = cont.get(a, a)
+    return cont
 
 
 def _attach(stray: list[Span], members: dict[str | None, list[Span]], index: Mapping[str, Span],
@@ -542,11 +696,15 @@ def run_items(run: Run, read: Read = None) -> RunItems:
     facts: dict[str, Any] = {"modelCalls": len(chats), "inputsMissing": sum(m[0] is None for m in msgs),
                              "outputsMissing": 0, "proposals": 0, "answered": 0, "final": False, "earlier": 0,
                              "executions": len(tools_spans), "executionIds": 0, "merged": run.merged,
-                             "traces": max(1, len(run.traces)), "historyProposals": 0, "historyAnswered": 0}
+                             "traces": max(1, len(run.traces)), "historyProposals": 0, "historyAnswered": 0,
+                             "chunkCalls": 0}
     if any(m[0] is not None or m[1] is not None for m in msgs):
         recorded.append("messages")
     if tools_spans:
         recorded.append("executions")
+    if run.handoffs:
+        notes.append(f"the run hands off between agents ({' → '.join(run.handoffs)}): one run, each agent's "
+                     "invocation a step of it; a handoff is carried out by the framework (no tool span)")
     if run.traces:
         notes.append(f"stitched from {len(run.traces)} traces, one model call each as the model client recorded them "
                      f"(the first is the run's start): {'; '.join(run.stitched)}")
@@ -576,16 +734,22 @@ def run_items(run: Run, read: Read = None) -> RunItems:
     chat_pos = {id(s): k for k, s in enumerate(chats)}
     open_proposal = False  # the latest proposal's results are not yet seen in a request
 
-    def proposal(pos: int, where: str, line: int, calls: list[Part], history: bool = False) -> None:
+    def proposal(pos: int, where: str, line: int, calls: list[Part], history: bool = False,
+                 at: list[tuple[str, int]] | None = None) -> None:
         nonlocal open_proposal
-        items.append(Item("proposal", pos, where, line, [_call(p, f"{where}.tool_call[{j}]", line)
+        items.append(Item("proposal", pos, where, line, [_call(p, *(at[j] if at else (f"{where}.tool_call[{j}]", line)))
                                                           for j, p in enumerate(calls)]))
         facts["proposals"] += 1
         facts["historyProposals"] += history
         open_proposal = True
 
+    unknown = False  # the latest model call's output is not recorded: what it proposed is unknown
+    unjudged = 0
     for pos, s in enumerate(run.spans):
         if s.op == "tool":
+            if unknown:  # no proposal to match it to: judging it would invent one (or a violation)
+                unjudged += 1
+                continue
             items.append(Item("execution", pos, s.path, s.line, execution=execs[id(s)]))
             continue
         k = chat_pos[id(s)]
@@ -619,7 +783,14 @@ def run_items(run: Run, read: Read = None) -> RunItems:
                              "read as a transcript of the earlier rounds (what ran for them is not in this run)")
             else:
                 items.append(Item("user", pos, f"{base}['{in_key}']", s.line))
-        elif inp is not None:
+        elif inp is None:
+            if open_proposal:
+                # the results sent back are in this call's input, which is not recorded (Mastra's chat spans record
+                # no gen_ai.input.messages): unknown, never read as missing
+                items.append(Item("unrecorded", pos, f"{base}['{in_key}']", s.line))
+                open_proposal = False
+                facts["unrecordedInputs"] = facts.get("unrecordedInputs", 0) + 1
+        else:
             prev = msgs[k - 1][0]
             if prev is not None and len(inp) >= len(prev) and inp[:len(prev)] == prev:
                 start = len(prev)  # the history grew by appending: what is new since the previous model call
@@ -642,6 +813,15 @@ def run_items(run: Run, read: Read = None) -> RunItems:
         # what the model answered
         calls = [p for m in (out or []) for p in m.calls()]
         where_out = f"{base}['{out_key}']"
+        at: list[tuple[str, int]] | None = None
+        from_chunks = chunk_calls(run.chunks.get(s.span, ())) if not calls else []
+        if from_chunks:
+            calls = [p for p, _ in from_chunks]
+            at = [(f"{c.path}.attributes['{ATTRIBUTE_NAMES['chunk.output'][0]}']", c.line) for _, c in from_chunks]
+            facts["chunkCalls"] += 1
+            notes.append(f"the calls of model call {k + 1} are read from its output chunks (the spans under it "
+                         f"named {_CHUNK}: {ATTRIBUTE_NAMES['chunk.output'][0]}); its recorded output "
+                         f"({out_key}) holds no tool call")
         if not calls and k + 1 < len(chats):
             nxt = msgs[k + 1][0]
             hist = _proposal_from_history(nxt, inp)
@@ -650,8 +830,9 @@ def run_items(run: Run, read: Read = None) -> RunItems:
                 where_out = f"{chats[k + 1].path}.attributes['{msgs[k + 1][2]}']"
                 notes.append(f"the calls of model call {k + 1} are read from the next request's history (its "
                              "recorded output holds no tool calls)")
+        unknown = not calls and out is None
         if calls:
-            proposal(pos, where_out, s.line, calls)
+            proposal(pos, where_out, s.line, calls, at=at)
         elif out is not None:
             items.append(Item("final", pos, where_out, s.line))
             facts["final"] = True
@@ -661,6 +842,13 @@ def run_items(run: Run, read: Read = None) -> RunItems:
             if k + 1 == len(chats):
                 notes.append("the last model call's output is not recorded: whether it was the final answer is "
                              "unknown")
+    if unjudged:
+        facts["executionsUnjudged"] = unjudged
+        notes.append(f"{unjudged} execution(s) follow a model call whose output is not recorded: with no proposal to "
+                     "match them to, they are not judged")
+    if chats and all(m[0] is None and m[1] is None for m in msgs):
+        notes.append(f"the {len(chats)} model call span(s) record no messages (content capture off, or spans that "
+                     "hold none: the Agents SDK's response spans record only the response id)")
     if open_proposal:
         notes.append("the results of the last proposal are in no later model call of this run: whether each call "
                      "was answered is not recorded")
@@ -719,7 +907,8 @@ def stitch_runs(runs: list[Run], read: Read = None) -> list[Run]:
         first = parts[0]
         joined = Run(first.id, [s for r in parts for s in r.spans], None, sum(r.all_spans for r in parts),
                      {k: v for r in parts for k, v in r.parents.items()}, sum(r.merged for r in parts),
-                     [r.id for r in parts], list(conv.evidence), first.not_stitched)
+                     [r.id for r in parts], list(conv.evidence), first.not_stitched,
+                     {k: v for r in parts for k, v in r.chunks.items()})
         replace[id(first)] = joined
         for r in parts[1:]:
             replace[id(r)] = None

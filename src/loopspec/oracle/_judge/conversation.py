@@ -261,6 +261,13 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                 ran.clear()
                 final_at = item
                 step(f"{item.path} (line {item.line}): the model gives its final answer — every call is answered")
+            elif item.kind == "unrecorded":
+                # a model call whose input is not recorded: what was sent back for the calls before it is unknown,
+                # so they count as answered and nothing is claimed about their results (R11 is not witnessed)
+                for j in range(len(pending)):
+                    answered[j] = True
+                step(f"{item.path} (line {item.line}): not recorded — what was sent back for the calls before this "
+                     "model call is unknown")
             elif item.kind == "proposal":
                 for c in item.calls:
                     c.index = calls_seen

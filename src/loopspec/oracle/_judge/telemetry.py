@@ -52,7 +52,8 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
 
     if not msgs:
         put(["R2", "R6", "R7", "R11", "R12", "R28", "R32", "R3", "R4"], None,
-            "no message content is recorded (content capture off): neither the calls the model proposed nor the "
+            "no message content is recorded (content capture off, or model-call spans that hold none): neither the "
+            "calls the model proposed nor the "
             "results sent back are in the spans")
     else:
         outputs_known = out_missing == 0
@@ -69,8 +70,11 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
             put(["R11"], verified, f"{answered} proposal(s) are followed by a later request of this run, whose input "
                                    f"shows what was sent back for them{src}{tail}")
         else:
+            unrecorded = f.get("unrecordedInputs", 0)
             put(["R11"], None, props if not outputs_known else (
-                "no proposal of this run is followed by a request carrying its results" if proposals
+                (f"the input of the model call after each proposal is not recorded ({unrecorded} model call(s) "
+                 "without input messages): what was sent back for the calls is unknown") if unrecorded
+                else "no proposal of this run is followed by a request carrying its results" if proposals
                 else "no model call proposed a tool call"))
         if f.get("final"):
             put(["R28"], verified, "the final answer is recorded, and no call or execution of this run comes after it")
@@ -84,9 +88,12 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
             how = "by call id" if ids == n_exec else (
                 f"by call id for {ids} of {n_exec}, by tool name and arguments for the others (their spans record "
                 "no call id)" if ids else "by tool name and arguments (the tool spans record no call id)")
+            chunked = f.get("chunkCalls", 0)
+            where = "" if not chunked else (f" (for {chunked} model call(s), in its recorded output chunks: its "
+                                            "output messages hold no tool call)")
             put(["R2", "R6", "R7", "R12"], verified,
-                f"every proposed call is in the model's recorded output, and every execution is a tool span, matched "
-                f"to its call {how}")
+                f"every proposed call is in the model's recorded output{where}, and every execution is a tool span, "
+                f"matched to its call {how}")
             if answered:
                 put(["R32"], verified, "the answers' order is read from the requests, the completion order from "
                                        "the tool spans' times")

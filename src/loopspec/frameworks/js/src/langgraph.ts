@@ -6,8 +6,9 @@
 // * Each _generate first reads the ToolMessages after the last AIMessage of the messages it is given, paired with
 //   the round's requests by tool_call_id and name (status "error": the code of the request; else ok with the
 //   content, parsed as JSON when it is). Calls become AIMessage.tool_calls; arguments that are not a JSON object
-//   cannot be a ToolCall (`args` is an object): they go where LangChain's output parsers put them,
-//   invalid_tool_calls (the JSON text), and are no requests for LangGraph (Run.dropped).
+//   (missing ones included: no text to parse) cannot be a ToolCall (`args` is an object): they go where
+//   LangChain's output parsers put them, invalid_tool_calls (the JSON text), and are no requests for LangGraph
+//   (Run.dropped), as the profile's non_object_arguments = dropped says.
 // * maxRounds -> recursionLimit = 2 x maxRounds (a round is the model node, then the tools node);
 //   GraphRecursionError ends the run (MAX_ROUNDS). The tools node of the last round has run by then, but invoke
 //   throws: its caller receives no state (the agents have no checkpointer by default), so the last round's
@@ -82,12 +83,16 @@ async function loop(run: Run, params: Json, modelNext: ModelNext, _batch: boolea
       const toolCalls: Json[] = [];
       const invalid: Json[] = [];
       reply.calls.forEach((c: Json, j: number) => {
-        const args = "arguments" in c ? c.arguments : {};
+        // a call without arguments has no JSON text to parse: LangChain's parser (parseToolCall in
+        // @langchain/core/dist/output_parsers/openai_tools/json_output_tools_parsers.js, `functionArgs =
+        // JSON.parse(rawToolCall.function.arguments);`) throws on it, and the chat model makes it an invalid
+        // tool call, as for any arguments that are not an object (the Python adapter does the same)
+        const args = c.arguments;
         if (args && typeof args === "object" && !Array.isArray(args)) {
           toolCalls.push({ name: c.name, args, id: c.id, type: "tool_call" });
         } else {
-          invalid.push({ name: c.name, args: JSON.stringify(args), id: c.id, error: "arguments are not an object",
-                         type: "invalid_tool_call" });
+          invalid.push({ name: c.name, args: "arguments" in c ? JSON.stringify(args) : undefined, id: c.id,
+                         error: "arguments are not an object", type: "invalid_tool_call" });
           run.dropped.add(run.offsets[run.current] + j);
         }
       });
