@@ -122,7 +122,7 @@ CONVERSATION_CLOSED_BY: Final = {
     "shutdown": None,
 }
 
-Key = tuple[int, int]
+Key = tuple[str, int, int]  # (how a conversation is continued, prefix length, prefix hash): the oracle's
 
 
 @dataclass
@@ -149,8 +149,10 @@ class HeldConversations:
     """Conversations stitched from one model client's traces as they close, in order of their last trace (oldest
     first). A closed trace that is such a call joins the held conversation whose last call its request continues
     (matched by the prefix keys the oracle computes, :func:`loopspec.oracle.conversation_keys`; the oracle then
-    stitches the joined traces exactly, as ``check`` does on a file) — or starts one. A key shared by two held
-    conversations joins neither. At most ``max_open`` are held: the oldest beyond is judged as it stands."""
+    stitches the joined traces exactly, as ``check`` does on a file) — or starts one. A trace that fits two held
+    conversations joins neither. At most ``max_open`` are held: the oldest beyond is judged as it stands. A
+    conversation already judged (no trace continued it for ``idle`` seconds) can no longer be continued: a later
+    trace of it is judged as a run that starts mid-conversation."""
 
     def __init__(self, *, idle: float, max_open: int) -> None:
         if idle <= 0 or max_open < 1:
@@ -163,15 +165,15 @@ class HeldConversations:
         self._next = 0
 
     def add(self, c: Closed, entry: list[Key], exits: list[Key], now: float) -> None:
-        """Hold the closed trace ``c``: with the conversation one of whose exit keys is its longest entry key found,
-        else as a conversation of its own."""
-        h: Held | None = None
-        for k in entry:  # longest prefix first
-            ids = self.index.get(k)
-            if ids:
-                if len(ids) == 1:
-                    h = self.held[next(iter(ids))]
+        """Hold the closed trace ``c``: with the held conversation whose last call it continues, when exactly one
+        does (any of its entry keys among that conversation's exit keys, and no other's), else as a conversation of
+        its own — the rule the oracle stitches by (:mod:`loopspec.oracle._group.stitch`)."""
+        found: set[int] = set()
+        for k in entry:
+            found |= self.index.get(k, set())
+            if len(found) > 1:
                 break
+        h = self.held[next(iter(found))] if len(found) == 1 else None
         if h is None:
             h = Held(self._next)
             self._next += 1

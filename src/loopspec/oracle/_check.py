@@ -146,7 +146,7 @@ def read_text_input(data: bytes, name: str = "<memory>", **kw: Any) -> FileResul
     return res
 
 
-def conversation_keys(data: bytes) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+def conversation_keys(data: bytes) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]] | None:
     """For an OTLP/JSON document holding one trace (what ``loopspec monitor`` judges): when the trace is one model
     client's call (no agent invocation, model calls only), the keys of the conversation it may continue and of where
     it may itself be continued — ``(length, hash)`` of message prefixes, as the group stage stitches such traces

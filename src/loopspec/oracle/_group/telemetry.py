@@ -681,13 +681,16 @@ def _earlier(inp: list[Message]) -> int:
     return len(inp)
 
 
-def run_items(run: Run) -> RunItems:
+Read = Any  # a Span -> chat_messages(span) function
+
+
+def run_items(run: Run, read: Read = None) -> RunItems:
     """The conversation and executions of a run as transcript items (see _judge.conversation.check_items), and the
     facts its verdict's coverage is decided from (``RunItems.facts``)."""
     items: list[Item] = []
     chats = [s for s in run.spans if s.op == "chat"]
     tools_spans = [s for s in run.spans if s.op == "tool"]
-    msgs = [chat_messages(s) for s in chats]
+    msgs = [(read or chat_messages)(s) for s in chats]
     recorded: list[str] = []
     notes: list[str] = []
     facts: dict[str, Any] = {"modelCalls": len(chats), "inputsMissing": sum(m[0] is None for m in msgs),
@@ -871,26 +874,28 @@ def stitch_candidates(runs: Sequence[Run]) -> list[Run]:
     return [r for r in runs if r.agent is None and r.spans and all(s.op == "chat" for s in r.spans)]
 
 
-def conversation_keys(spans: Sequence[Span]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+def conversation_keys(spans: Sequence[Span]) -> tuple[list[_stitch.Key], list[_stitch.Key]] | None:
     """For the spans of one trace that is one stitchable run: the keys of the conversation it may continue and of
-    where it may be continued (:func:`.stitch.entry_keys`, :func:`.stitch.exit_keys`); None for any other trace."""
+    where it may be continued (:func:`.stitch.keys`); None for any other trace, and for one whose messages cannot be
+    read (judged by itself, its run says why)."""
     rs = group_runs(spans)
     cands = stitch_candidates(rs)
     if len(rs) != 1 or len(cands) != 1:
         return None
-    c = _stitch.candidate(cands[0].id, cands[0].spans, chat_messages)
-    return _stitch.entry_keys(c), _stitch.exit_keys(c)
+    try:
+        return _stitch.keys(_stitch.candidate(cands[0].id, cands[0].spans, chat_messages))
+    except TranscriptError:
+        return None
 
 
-def stitch_runs(runs: list[Run]) -> list[Run]:
+def stitch_runs(runs: list[Run], read: Read = None) -> list[Run]:
     """Join the runs that are one model client's traces (no agent invocation, model calls only) into conversations
     where a later request carries an earlier call's request and answer exactly (:mod:`.stitch`); the other runs are
     left as they are. A stitched run takes the place of its first trace's."""
-    cand_runs = stitch_candidates(runs)
+    cand_runs = sorted(stitch_candidates(runs), key=lambda r: (r.spans[0].start, r.spans[0].order))
     if not cand_runs:
         return runs
-    cand_runs.sort(key=lambda r: (r.spans[0].start, r.spans[0].order))
-    cands = [_stitch.candidate(r.id, r.spans, chat_messages) for r in cand_runs]
+    cands = [_stitch.candidate(r.id, r.spans, read or chat_messages) for r in cand_runs]
     got = _stitch.stitch(cands)
     for i, why in got.why_not.items():
         cand_runs[i].not_stitched = why
