@@ -156,6 +156,8 @@ def test_a_conversation_whose_first_recorded_request_carries_earlier_rounds_is_j
     h = [user("go"), calls(A), answers(("c1", "A")), calls(A), answers(("c1", "A, again"))]
     (r,) = check(call(5, 10, h, [text("done")]))
     assert r.violation is not None and r.violation.rule == "R6" and r.checks["from"]["R11"] == "history"
+    assert r.checks["from"]["R6"] == "history" and "in the history the run's first request carries" in (
+        r.checks["why"]["R6"])
 
 
 def test_runs_of_an_agent_invocation_are_never_stitched() -> None:
