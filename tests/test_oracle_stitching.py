@@ -206,6 +206,9 @@ def test_held_conversations_join_by_key_and_close_idle_evicted_or_at_shutdown() 
     assert [c.trace for c in ev.traces] == ["a", "b"] and ev.reason == "evicted" and "--max-open-runs" in ev.note
     assert [c.traces[0].trace for c in h.expired(now=7.5)] == ["x"]
     assert [(c.traces[0].trace, c.reason) for c in h.all()] == [("y", "shutdown")] and h.spans == 0
+    h.add(closed("late"), [("extends", 4, 1)], [], now=10)  # continues x, judged already: said so
+    (late,) = h.all()
+    assert late.note is not None and "continues the conversation of trace x, judged already" in late.note
 
 
 def test_monitor_and_check_give_the_same_verdicts_on_stitched_traces() -> None:

@@ -162,7 +162,8 @@ class Monitor:
                                  remember=settings.remember_closed)
         # one model client's traces (a model call each), held by the judge thread until no trace continues their
         # conversation for --idle seconds, then judged together (the oracle stitches them, as check does)
-        self.conversations = HeldConversations(idle=settings.idle, max_open=settings.max_open_runs)
+        self.conversations = HeldConversations(idle=settings.idle, max_open=settings.max_open_runs,
+                                               remember=settings.remember_closed)
         self.lock = threading.Lock()  # the open traces and the held-span count
         self.pending_spans = 0  # closed, waiting for the judge
         self.judge_q: queue.Queue[Closed | None] = queue.Queue()
