@@ -149,7 +149,7 @@ class Conversation:
 class HeldConversations:
     """Conversations stitched from one model client's traces as they close, in order of their last trace (oldest
     first). A closed trace that is such a call joins the held conversation whose last call its request continues
-    (matched by the prefix keys the oracle computes, :func:`loopspec.oracle.conversation_keys`; the oracle then
+    (matched by the prefix keys the oracle computes, :func:`loopspec.oracle.check_trace`; the oracle then
     stitches the joined traces exactly, as ``check`` does on a file) — or starts one. A trace that fits two held
     conversations joins neither. At most ``max_open`` are held: the oldest beyond is judged as it stands. A
     conversation already judged (no trace continued it for ``idle`` seconds) can no longer be continued: a later
