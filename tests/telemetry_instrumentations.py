@@ -62,6 +62,9 @@ ALL_SCRIPTS: dict[str, list[Any]] = {
     # the SDK's own tracing only: the pass conversation with trace_include_sensitive_data=False (the spans keep no
     # inputs or outputs), and two Runner runs in one trace() (two runs, never one)
     "no-content": SCRIPTS["pass"],
+    # and guardrails: an input guardrail that passes and an output guardrail that trips on the final answer (the
+    # SDK raises OutputGuardrailTripwireTriggered after the conversation ended)
+    "guardrails": SCRIPTS["pass"],
     "two-runs": [[("call_1", "get_weather", {"city": "Paris"})], "18C in Paris.",
                  [("call_2", "get_weather", {"city": "Oslo"})], "9C in Oslo."],
 }
@@ -98,7 +101,8 @@ SCENARIOS: dict[str, tuple[str, ...]] = {
                                                                              "logfire-openai")
     else BASIC for g, (fw, _) in GROUPS.items()}
 SCENARIOS["openinference-openai-agents"] = ("handoff",)
-SCENARIOS["agents-sdk"] = (*SCENARIOS["agents-sdk"], "no-content", "two-runs")
+SCENARIOS["agents-sdk"] = (*SCENARIOS["agents-sdk"], "no-content", "two-runs", "guardrails")
+SCENARIOS["logfire-openai-agents"] = (*SCENARIOS["logfire-openai-agents"], "guardrails")
 
 #: What each recording's report must say, from what really happened (``happened`` in the manifest):
 #: (exit code, rules). LangGraph's ToolNode and pydantic-ai execute a repeated id (R6) and a reused one with other
@@ -208,11 +212,13 @@ def _answered_langchain(history: list[dict[str, Json]]) -> list[str]:
 
 
 def _openai_agents(script: list[Any], log: _Log, *, responses: bool = False, handoff: bool = False,
-                   instrument_client: Any = None, content: bool = True, runs: int = 1) -> list[dict[str, Json]]:
+                   instrument_client: Any = None, content: bool = True, runs: int = 1,
+                   guardrails: bool = False) -> list[dict[str, Json]]:
     """One Runner run of the weather agent (``handoff``: started at a triage agent that hands off to it), its model
     the SDK's Chat Completions model (``responses``: its Responses model) over an openai client whose transport
     answers the script. ``content`` False: ``RunConfig(trace_include_sensitive_data=False)``; ``runs`` 2: two Runner
-    runs one after the other in one ``trace()``."""
+    runs one after the other in one ``trace()``; ``guardrails``: an input guardrail that passes (run before the
+    model) and an output guardrail that trips on the final answer."""
     import httpx
     from agents import (
         Agent,
@@ -271,7 +277,20 @@ def _openai_agents(script: list[Any], log: _Log, *, responses: bool = False, han
         return log(city)
 
     model = OpenAIResponsesModel("gpt-4o", client) if responses else OpenAIChatCompletionsModel("gpt-4o", client)
-    agent = Agent(name="weather", model=model, tools=[get_weather])
+    checks: dict[str, Any] = {}
+    if guardrails:
+        from agents import GuardrailFunctionOutput, input_guardrail, output_guardrail
+
+        @input_guardrail(name="on_topic", run_in_parallel=False)
+        def on_topic(ctx: Any, agent: Any, inp: Any) -> GuardrailFunctionOutput:
+            return GuardrailFunctionOutput(output_info="about the weather", tripwire_triggered=False)
+
+        @output_guardrail(name="no_numbers")
+        def no_numbers(ctx: Any, agent: Any, out: Any) -> GuardrailFunctionOutput:
+            return GuardrailFunctionOutput(output_info="has digits", tripwire_triggered=any(c.isdigit() for c in out))
+
+        checks = {"input_guardrails": [on_topic], "output_guardrails": [no_numbers]}
+    agent = Agent(name="weather", model=model, tools=[get_weather], **checks)
     if handoff:
         agent = Agent(name="triage", model=model, handoffs=[agent])
     config = RunConfig(trace_include_sensitive_data=content)
@@ -443,7 +462,7 @@ def record_group(group: str, out: Path, seed0: int) -> list[dict[str, Any]]:
                 answered = _answered_items(_openai_agents(
                     script, log, responses=framework == "openai-agents-responses", handoff=name == "handoff",
                     instrument_client=_CLIENT[0] if _CLIENT else None, content=name != "no-content",
-                    runs=2 if name == "two-runs" else 1))
+                    runs=2 if name == "two-runs" else 1, guardrails=name == "guardrails"))
         except Exception as exc:  # the framework ended the run with an exception: that is what happened
             raised = f"{type(exc).__name__}: {exc}".splitlines()[0]
         finally:

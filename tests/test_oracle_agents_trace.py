@@ -29,8 +29,11 @@ def _records(name: str) -> list[Any]:
 
 
 def _shape(recs: list[Any]) -> list[tuple[Any, ...]]:
+    """What a run's record says, but where in the file (a note's location differs between the two shapes)."""
+    import re
+
     return [(r.run, r.verdict, r.violation.rule if r.violation else None, r.checks["verified"], r.events,
-             r.summary.get("notes")) for r in recs]
+             [re.sub(r" \(\$[^)]*line \d+\)", "", n) for n in r.summary.get("notes", ())]) for r in recs]
 
 
 def test_handoffs_are_recorded_under_every_instrumentation_of_the_agents_sdk() -> None:
@@ -58,7 +61,7 @@ def test_the_two_exports_of_the_sdk_are_judged_alike() -> None:
     """A processor writing ``span.export()`` lines and the exporter's ``{"data": [...]}`` payloads hold the same
     items: the same runs, verdicts and coverage."""
     stems = sorted({c["file"].rsplit(".", 2)[0] for c in RECORDINGS if c["file"].endswith(".agents.jsonl")})
-    assert len(stems) == 12
+    assert len(stems) == 13
     for stem in stems:
         assert _shape(_records(f"{stem}.agents.jsonl")) == _shape(_records(f"{stem}.backend.jsonl")), stem
 
@@ -76,6 +79,20 @@ def test_logfire_reads_as_the_sdk_does() -> None:
             assert lf == own, (g, s)
         (bare,) = _records(f"rec-agents-sdk-responses-{s}.agents.jsonl")
         assert bare.checks["verified"] == [] and bare.summary["calls"] == 0
+
+
+def test_guardrail_spans_are_steps_of_the_run() -> None:
+    """An input guardrail that passes and an output guardrail that trips on the final answer (the SDK raises after
+    the conversation ended): the guardrail spans are steps, the run is judged in full and conforms, and its notes
+    say the invocation span ended with an error."""
+    for name in ("rec-agents-sdk-guardrails.agents.jsonl", "rec-agents-sdk-guardrails.backend.jsonl",
+                 "rec-logfire-openai-agents-guardrails.otlp.jsonl"):
+        case = next(c for c in RECORDINGS if c["file"] == name)
+        assert case["happened"]["raised"].startswith("OutputGuardrailTripwireTriggered")
+        (rec,) = _records(name)
+        assert (rec.verdict, rec.summary["calls"], rec.summary["executions"]) == ("conforms", 2, 2), name
+        assert {"R11", "R12", "R28"} <= set(rec.checks["verified"])
+        assert any("ended with an error status" in n for n in rec.summary["notes"]), rec.summary
 
 
 def test_logfire_pydantic_ai_is_pydantic_ais_own_instrumentation() -> None:

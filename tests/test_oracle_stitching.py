@@ -156,6 +156,8 @@ def test_a_conversation_whose_first_recorded_request_carries_earlier_rounds_is_j
     h = [user("go"), calls(A), answers(("c1", "A")), calls(A), answers(("c1", "A, again"))]
     (r,) = check(call(5, 10, h, [text("done")]))
     assert r.violation is not None and r.violation.rule == "R6" and r.checks["from"]["R11"] == "history"
+    assert r.checks["from"]["R6"] == "history" and "in the history the run's first request carries" in (
+        r.checks["why"]["R6"])
 
 
 def test_runs_of_an_agent_invocation_are_never_stitched() -> None:
@@ -204,6 +206,9 @@ def test_held_conversations_join_by_key_and_close_idle_evicted_or_at_shutdown() 
     assert [c.trace for c in ev.traces] == ["a", "b"] and ev.reason == "evicted" and "--max-open-runs" in ev.note
     assert [c.traces[0].trace for c in h.expired(now=7.5)] == ["x"]
     assert [(c.traces[0].trace, c.reason) for c in h.all()] == [("y", "shutdown")] and h.spans == 0
+    h.add(closed("late"), [("extends", 4, 1)], [], now=10)  # continues x, judged already: said so
+    (late,) = h.all()
+    assert late.note is not None and "continues the conversation of trace x, judged already" in late.note
 
 
 def test_monitor_and_check_give_the_same_verdicts_on_stitched_traces() -> None:

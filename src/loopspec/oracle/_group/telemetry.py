@@ -779,6 +779,7 @@ def run_items(run: Run, read: Read = None) -> RunItems:
                             proposal(pos, where, s.line, m.calls(), history=True)
                         elif any(p.type == "text" for p in m.parts):
                             items.append(Item("final", pos, where, s.line))
+                facts["history"] = {"path": f"{base}['{in_key}'][", "line": s.line}  # where those rounds are read
                 notes.append(f"the run starts mid-conversation: its first model call carries {n} earlier message(s), "
                              "read as a transcript of the earlier rounds (what ran for them is not in this run)")
             else:
