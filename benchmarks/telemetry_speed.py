@@ -7,6 +7,13 @@ Two shapes that were quadratic (issue 32, item 9):
 * **wide**: one model call proposing N tool calls (N = spans / 2 executions and results), every call executed
   (an ``execute_tool`` span each) and answered in the next model call's input: one run, OTLP/JSON.
 
+And stitching (issue 28), which must not compare every pair of traces:
+
+* **client**: only the model client instrumented, each model call a trace of its own; conversations of three
+  calls with the same prompt, told apart by their tool call ids, stitched into one run each;
+* **twins**: the same, every conversation identical (ids included): every later request matches many earlier
+  conversations alike, so none is stitched.
+
 For each size it prints the check's time per span beside the anchor, parsing the same file with the fastest
 JSON parser loopspec ships (nothing else), both measured in a child process in the same round. With
 ``--previous REF`` (a git revision of this repository, e.g. the commit before the fix) the same check of that
@@ -135,6 +142,42 @@ def wide_file(path: Path, spans: int) -> int:
     return len(lines)
 
 
+def client_file(path: Path, spans: int, twins: bool = False) -> int:
+    """Only the model client instrumented: conversations of three model calls, each call a trace of its own (a root
+    chat span), which the check stitches by content; the same user prompt in every conversation, told apart by
+    their tool call ids — or, ``twins``, every conversation the same, ids included (each later request matches
+    every earlier conversation alike: nothing may be stitched). OTLP/JSON, one span a line, the conversations
+    interleaved (all first calls, then all second, then all third); returns the number of spans written."""
+    n = max(spans // 3, 1)
+    user = {"role": "user", "parts": [{"type": "text", "content": "weather?"}]}
+
+    def tc(cid: str, city: str) -> dict[str, Json]:
+        return {"role": "assistant", "parts": [{"type": "tool_call", "id": cid, "name": "get_weather",
+                                                "arguments": {"city": city}}]}
+
+    def res(cid: str, out: str) -> dict[str, Json]:
+        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": cid, "response": out}]}
+
+    final = {"role": "assistant", "parts": [{"type": "text", "content": "18C, 9C."}]}
+    lines = []
+    for step in range(3):
+        for c in range(n):
+            a, b = ("call_1", "call_2") if twins else (f"call_{c}_a", f"call_{c}_b")
+            h = [[user], [user, tc(a, "Paris"), res(a, "18C")],
+                 [user, tc(a, "Paris"), res(a, "18C"), tc(b, "Oslo"), res(b, "9C")]][step]
+            out = [tc(a, "Paris"), tc(b, "Oslo"), final][step]
+            sp = _otlp_span(1, None, "chat gpt-4o", {"gen_ai.operation.name": "chat",
+                                                     "gen_ai.input.messages": _messages(h),
+                                                     "gen_ai.output.messages": _messages([out])}, 1000 * step + c)
+            sp["traceId"] = _hex(1 + step * n + c, 32)
+            lines.append(sp)
+    with path.open("w", encoding="utf-8") as fh:
+        for sp in lines:
+            fh.write(json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": [sp]}]}]})
+                     + "\n")
+    return len(lines)
+
+
 def _child(src: str, path: Path, what: str, timeout: float) -> dict[str, Json] | None:
     try:
         out = subprocess.run([sys.executable, "-c", _CHILD, src, str(path), what], capture_output=True, text=True,
@@ -154,7 +197,8 @@ def _previous_src(ref: str, into: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,20000,50000,100000", help="spans per file (comma-separated)")
-    ap.add_argument("--shapes", default="array,wide", help="array, wide or both")
+    ap.add_argument("--shapes", default="array,wide,client,twins",
+                    help="comma-separated: array, wide, client (one trace per model call, stitched), twins")
     ap.add_argument("--previous", metavar="REF", help="also time the check of this git revision (e.g. before a fix)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds before a run of --previous is stopped")
     args = ap.parse_args(argv)
@@ -169,9 +213,13 @@ def main(argv: list[str] | None = None) -> int:
             prev = _previous_src(args.previous, tmp / "previous")
         ours = str(ROOT / "src")
         for shape in args.shapes.split(","):
-            make = {"array": array_file, "wide": wide_file}[shape]
-            print(f"{shape}: " + ("console spans as one JSON array, runs of 4 spans" if shape == "array" else
-                                  "one model call proposing N calls, N executions, N results (OTLP/JSON)"))
+            make = {"array": array_file, "wide": wide_file, "client": client_file,
+                    "twins": lambda p, n: client_file(p, n, twins=True)}[shape]
+            print(f"{shape}: " + {
+                "array": "console spans as one JSON array, runs of 4 spans",
+                "wide": "one model call proposing N calls, N executions, N results (OTLP/JSON)",
+                "client": "one trace per model call, conversations of 3 calls to stitch, told apart by call ids",
+                "twins": "one trace per model call, every conversation identical (none may be stitched)"}[shape])
             for size in sizes:
                 path = tmp / f"{shape}-{size}.{'json' if shape == 'array' else 'otlp.jsonl'}"
                 n = make(path, size)

@@ -198,6 +198,10 @@ def write_inputs() -> list[dict[str, Any]]:
 
     for name, (text, code, rules, doc) in {**concurrent_cases(), **telemetry_cases(GOLDEN)}.items():
         put(name, text, code, rules, doc)
+    from tests.telemetry_stitching import derived_cases as stitching_cases
+
+    for name, (text, code, rules, doc) in stitching_cases(GOLDEN).items():
+        put(name, text, code, rules, doc)
     from tests.oracle_restarts import cases as restart_cases
 
     for name, (text, code, rules, doc) in restart_cases().items():

@@ -51,6 +51,24 @@ SCRIPTS: dict[str, list[Any]] = {
     "tool-error": [[("call_1", "get_weather", {"city": "Atlantis"})], "No weather for Atlantis."],
 }
 
+#: The scenarios every group records; the Agents SDK's groups also record the handoff: the triage agent hands off
+#: to the weather agent (its transfer_to_weather tool), which calls the tool and answers — one Runner run, so one
+#: run of the oracle.
+BASIC = tuple(SCRIPTS)
+ALL_SCRIPTS: dict[str, list[Any]] = {
+    **SCRIPTS,
+    "handoff": [[("call_h", "transfer_to_weather", {})], [("call_1", "get_weather", {"city": "Paris"})],
+                "18C in Paris."],
+    # the SDK's own tracing only: the pass conversation with trace_include_sensitive_data=False (the spans keep no
+    # inputs or outputs), and two Runner runs in one trace() (two runs, never one)
+    "no-content": SCRIPTS["pass"],
+    # and guardrails: an input guardrail that passes and an output guardrail that trips on the final answer (the
+    # SDK raises OutputGuardrailTripwireTriggered after the conversation ended)
+    "guardrails": SCRIPTS["pass"],
+    "two-runs": [[("call_1", "get_weather", {"city": "Paris"})], "18C in Paris.",
+                 [("call_2", "get_weather", {"city": "Oslo"})], "9C in Oslo."],
+}
+
 #: group -> (framework, the packages whose versions the recording names)
 GROUPS: dict[str, tuple[str, list[str]]] = {
     "openinference-langgraph": ("langgraph", ["langgraph", "langchain-core", "openinference-instrumentation-langchain"]),
@@ -62,25 +80,46 @@ GROUPS: dict[str, tuple[str, list[str]]] = {
     "openai-v2": ("openai-agents", ["openai-agents", "openai", "opentelemetry-instrumentation-openai-v2",
                                     "opentelemetry-util-genai"]),
     "openllmetry-langgraph": ("langgraph", ["langgraph", "langchain-core", "opentelemetry-instrumentation-langchain"]),
+    # the Agents SDK's own tracing (not OpenTelemetry): tests/telemetry_sdk_tracing.py; with the Chat Completions
+    # model (generation spans hold the messages) and the Responses model (response spans hold only the response id)
+    "agents-sdk": ("openai-agents", ["openai-agents", "openai"]),
+    "agents-sdk-responses": ("openai-agents-responses", ["openai-agents", "openai"]),
+    # OpenInference's tracing processor for the Agents SDK (its other scenarios: tests/telemetry_recordings.py)
+    "openinference-openai-agents": ("openai-agents", ["openai-agents", "openai",
+                                                      "openinference-instrumentation-openai-agents"]),
+    # Logfire (send_to_logfire=False; its spans through the same exporters): its Agents SDK, openai client and
+    # pydantic-ai instrumentations
+    "logfire-openai-agents": ("openai-agents", ["openai-agents", "openai", "logfire"]),
+    "logfire-openai-agents-responses": ("openai-agents-responses", ["openai-agents", "openai", "logfire"]),
+    "logfire-openai": ("openai-agents", ["openai-agents", "openai", "logfire"]),
+    "logfire-pydantic-ai": ("pydantic-ai", ["pydantic-ai-slim", "logfire"]),
 }
 
+#: group -> the scenarios it records
+SCENARIOS: dict[str, tuple[str, ...]] = {
+    g: (*BASIC, "handoff") if fw.startswith("openai-agents") and g not in ("openinference-openai", "openai-v2",
+                                                                             "logfire-openai")
+    else BASIC for g, (fw, _) in GROUPS.items()}
+SCENARIOS["openinference-openai-agents"] = ("handoff",)
+SCENARIOS["agents-sdk"] = (*SCENARIOS["agents-sdk"], "no-content", "two-runs", "guardrails")
+SCENARIOS["logfire-openai-agents"] = (*SCENARIOS["logfire-openai-agents"], "guardrails")
+
 #: What each recording's report must say, from what really happened (``happened`` in the manifest):
-#: (exit code, rules). LangGraph's ToolNode executes a repeated id (R6) and a reused one with other arguments (R7);
-#: the Agents SDK drops a repeat without an answer (R11: seen where the spans hold the next request — OpenLLMetry
-#: with the client instrumented, and the openai client's one-call traces once stitched into their conversation,
-#: whose next request re-sends the history without the repeat; OpenLLMetry's Agents SDK spans record no model
-#: output, so that verdict conforms and says the proposals are not recorded), refuses a reused id by raising
-#: (never executed: conforms) and answers a failing tool with an error message (conforms).
+#: (exit code, rules). LangGraph's ToolNode and pydantic-ai execute a repeated id (R6) and a reused one with other
+#: arguments (R7); the Agents SDK drops a repeat without an answer (R11: seen where the spans hold the next request
+#: and the model's outputs — OpenLLMetry with the client instrumented, the SDK's own and Logfire's spans with the
+#: messages, and the openai client's one-call traces once stitched into their conversation, whose next request
+#: re-sends the history without the repeat; OpenLLMetry's Agents SDK spans record no model output and the SDK's own
+#: response spans (its Responses model) record no messages at all, so those verdicts conform and say what is not
+#: recorded), refuses a reused id by raising (never executed: conforms), answers a failing tool with an error
+#: message (conforms) and hands off without a tool span (conforms, one run).
 EXPECT: dict[tuple[str, str], tuple[int, list[str]]] = {
-    **{(g, "pass"): (0, []) for g in GROUPS},
-    **{(g, "tool-error"): (0, []) for g in GROUPS},
-    **{(g, "conflict"): (0, []) for g in GROUPS if GROUPS[g][0] != "langgraph"},
-    **{(g, "replay"): (0, []) for g in GROUPS if GROUPS[g][0] != "langgraph"},
-    **{(g, "replay"): (1, ["R6"]) for g in GROUPS if GROUPS[g][0] == "langgraph"},
-    **{(g, "conflict"): (1, ["R7"]) for g in GROUPS if GROUPS[g][0] == "langgraph"},
-    ("openllmetry-openai-agents", "replay"): (1, ["R11"]),
-    ("openinference-openai", "replay"): (1, ["R11"]),
-    ("openai-v2", "replay"): (1, ["R11"]),
+    **{(g, s): (0, []) for g in GROUPS for s in SCENARIOS[g]},
+    **{(g, "replay"): (1, ["R6"]) for g in GROUPS if GROUPS[g][0] in ("langgraph", "pydantic-ai")},
+    **{(g, "conflict"): (1, ["R7"]) for g in GROUPS if GROUPS[g][0] in ("langgraph", "pydantic-ai")},
+    **{(g, "replay"): (1, ["R11"]) for g in ("openllmetry-openai-agents", "agents-sdk", "logfire-openai-agents",
+                                             "logfire-openai-agents-responses", "openinference-openai", "openai-v2",
+                                             "logfire-openai")},
 }
 
 PROTOBUF_JSON_GROUPS = ("openinference-langgraph", "openai-v2")
@@ -172,48 +211,157 @@ def _answered_langchain(history: list[dict[str, Json]]) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def _openai_agents(script: list[Any], log: _Log) -> list[dict[str, Json]]:
+def _openai_agents(script: list[Any], log: _Log, *, responses: bool = False, handoff: bool = False,
+                   instrument_client: Any = None, content: bool = True, runs: int = 1,
+                   guardrails: bool = False) -> list[dict[str, Json]]:
+    """One Runner run of the weather agent (``handoff``: started at a triage agent that hands off to it), its model
+    the SDK's Chat Completions model (``responses``: its Responses model) over an openai client whose transport
+    answers the script. ``content`` False: ``RunConfig(trace_include_sensitive_data=False)``; ``runs`` 2: two Runner
+    runs one after the other in one ``trace()``; ``guardrails``: an input guardrail that passes (run before the
+    model) and an output guardrail that trips on the final answer."""
     import httpx
-    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
+        RunConfig,
+        Runner,
+        function_tool,
+        trace,
+    )
     from openai import AsyncOpenAI
 
     steps = list(script)
     k = [0]
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        k[0] += 1
-        step = steps.pop(0)
+    def chat(step: Any) -> dict[str, Json]:
         if isinstance(step, str):
             msg: dict[str, Json] = {"role": "assistant", "content": step}
         else:
             msg = {"role": "assistant", "content": None, "tool_calls": [
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
                 for cid, name, args in step]}
-        return httpx.Response(200, json={
+        return {
             "id": f"chatcmpl-{k[0]}", "object": "chat.completion", "created": 1_700_000_000 + k[0],
             "model": "gpt-4o",
             "choices": [{"index": 0, "message": msg, "finish_reason": "stop" if isinstance(step, str) else "tool_calls"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+    def response(step: Any) -> dict[str, Json]:
+        if isinstance(step, str):
+            output: list[dict[str, Json]] = [{"type": "message", "id": f"msg_{k[0]}", "role": "assistant",
+                                              "status": "completed",
+                                              "content": [{"type": "output_text", "text": step, "annotations": []}]}]
+        else:
+            output = [{"type": "function_call", "id": f"fc_{k[0]}_{j}", "call_id": cid, "name": name,
+                       "arguments": json.dumps(args), "status": "completed"} for j, (cid, name, args) in enumerate(step)]
+        return {"id": f"resp_{k[0]}", "object": "response", "created_at": 1_700_000_000 + k[0], "model": "gpt-4o",
+                "status": "completed", "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
+                "tools": [], "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                                       "input_tokens_details": {"cached_tokens": 0},
+                                       "output_tokens_details": {"reasoning_tokens": 0}}}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        k[0] += 1
+        step = steps.pop(0)
+        return httpx.Response(200, json=response(step) if responses else chat(step))
 
     client = AsyncOpenAI(api_key="sk-scripted", base_url="http://scripted.invalid/v1",
                          http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    if instrument_client is not None:
+        instrument_client(client)
 
     @function_tool
     def get_weather(city: str) -> str:
         """The weather in a city."""
         return log(city)
 
-    agent = Agent(name="weather", model=OpenAIChatCompletionsModel("gpt-4o", client), tools=[get_weather])
-    result = asyncio.run(Runner.run(agent, "What is the weather in Paris and Oslo?"))
-    return [x if isinstance(x, dict) else json.loads(json.dumps(x, default=str)) for x in result.to_input_list()]
+    model = OpenAIResponsesModel("gpt-4o", client) if responses else OpenAIChatCompletionsModel("gpt-4o", client)
+    checks: dict[str, Any] = {}
+    if guardrails:
+        from agents import GuardrailFunctionOutput, input_guardrail, output_guardrail
+
+        @input_guardrail(name="on_topic", run_in_parallel=False)
+        def on_topic(ctx: Any, agent: Any, inp: Any) -> GuardrailFunctionOutput:
+            return GuardrailFunctionOutput(output_info="about the weather", tripwire_triggered=False)
+
+        @output_guardrail(name="no_numbers")
+        def no_numbers(ctx: Any, agent: Any, out: Any) -> GuardrailFunctionOutput:
+            return GuardrailFunctionOutput(output_info="has digits", tripwire_triggered=any(c.isdigit() for c in out))
+
+        checks = {"input_guardrails": [on_topic], "output_guardrails": [no_numbers]}
+    agent = Agent(name="weather", model=model, tools=[get_weather], **checks)
+    if handoff:
+        agent = Agent(name="triage", model=model, handoffs=[agent])
+    config = RunConfig(trace_include_sensitive_data=content)
+
+    async def main() -> list[Any]:
+        if runs == 1:
+            return (await Runner.run(agent, "What is the weather in Paris and Oslo?", run_config=config)).to_input_list()
+        items: list[Any] = []
+        with trace("two runs"):
+            for city in ("Paris", "Oslo")[:runs]:
+                items += (await Runner.run(agent, f"What is the weather in {city}?", run_config=config)).to_input_list()
+        return items
+
+    return [x if isinstance(x, dict) else json.loads(json.dumps(x, default=str)) for x in asyncio.run(main())]
+
+
+def _pydantic_ai(script: list[Any], log: _Log) -> list[str]:
+    """One pydantic-ai agent run with a scripted ``FunctionModel``; what its history says was answered."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    steps = list(script)
+
+    def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        step = steps.pop(0)
+        if isinstance(step, str):
+            return ModelResponse(parts=[TextPart(step)])
+        return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=cid) for cid, name, args in step])
+
+    agent = Agent(FunctionModel(model, model_name="scripted"), name="weather")
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return log(city)
+
+    result = asyncio.run(agent.run("What is the weather in Paris and Oslo?"))
+    return [f"{p.tool_call_id}: {str(p.content)[:60]}" for m in result.all_messages() if isinstance(m, ModelRequest)
+            for p in m.parts if isinstance(p, ToolReturnPart)]
 
 
 def _answered_items(items: list[dict[str, Json]]) -> list[str]:
     return [f"{x.get('call_id')}: {str(x.get('output'))[:60]}" for x in items if x.get("type") == "function_call_output"]
 
 
-def _instrument(group: str, rec: _Recorder) -> None:
+#: What instruments the openai client of a run (Logfire's ``instrument_openai`` takes the client).
+_CLIENT: list[Any] = []
+
+
+def _logfire(rec: _Recorder) -> Any:
+    """Logfire configured to send nothing anywhere: its spans go to the recording's exporters (the recorder's
+    switch as an additional span processor) with the recorder's counting ids."""
+    import logfire
+
+    logfire.configure(send_to_logfire=False, console=False, metrics=False, inspect_arguments=False,
+                      service_name="loopspec-recording", service_version="recording",
+                      # the machine's identity out of the committed recordings
+                      resource_attributes={"host.id": "recording", "host.name": "recording",
+                                           "service.instance.id": "recording"},
+                      additional_span_processors=[rec.switch],
+                      advanced=logfire.AdvancedOptions(id_generator=rec.ids))
+    return logfire
+
+
+def _instrument(group: str, rec: _Recorder) -> Any:
+    """Instrument the process for ``group``; the Agents SDK's own tracing returns its recorder."""
     os.environ["OPENAI_API_KEY"] = "sk-scripted"
+    if group == "logfire-pydantic-ai":
+        _logfire(rec).instrument_pydantic_ai()
+        return None
     if group == "openinference-langgraph":
         from openinference.instrumentation.langchain import LangChainInstrumentor
 
@@ -228,6 +376,25 @@ def _instrument(group: str, rec: _Recorder) -> None:
     from agents import set_trace_processors, set_tracing_disabled
 
     set_trace_processors([])  # never an exporter to OpenAI
+    if group in ("agents-sdk", "agents-sdk-responses"):
+        from tests.telemetry_sdk_tracing import AgentsTracing
+
+        set_tracing_disabled(False)
+        return AgentsTracing()
+    if group == "openinference-openai-agents":
+        from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor as OIAgents
+
+        set_tracing_disabled(False)
+        OIAgents().instrument(tracer_provider=rec.provider)
+        return None
+    if group in ("logfire-openai-agents", "logfire-openai-agents-responses"):
+        set_tracing_disabled(False)
+        _logfire(rec).instrument_openai_agents()
+        return None
+    if group == "logfire-openai":
+        set_tracing_disabled(True)  # only the openai client is instrumented
+        _CLIENT.append(_logfire(rec).instrument_openai)
+        return None
     if group == "openinference-openai":
         from openinference.instrumentation.openai import OpenAIInstrumentor
 
@@ -256,41 +423,61 @@ def _instrument(group: str, rec: _Recorder) -> None:
         OpenAIV2().instrument(tracer_provider=rec.provider)
     else:
         raise SystemExit(f"unknown group {group!r}")
+    return None
+
+
+#: group -> the files each recording is exported to
+def kinds(group: str) -> list[str]:
+    if group in ("agents-sdk", "agents-sdk-responses"):
+        return ["agents.jsonl", "backend.jsonl"]
+    return ["otlp.jsonl", "console.json"] + (["pb.json"] if group in PROTOBUF_JSON_GROUPS else [])
 
 
 def record_group(group: str, out: Path, seed0: int) -> list[dict[str, Any]]:
-    """Make the four recordings of ``group`` into ``out`` (in this process); return their manifest entries."""
+    """Make the recordings of ``group`` into ``out`` (in this process); return their manifest entries."""
     os.environ.pop("OPENAI_AGENTS_DISABLE_TRACING", None)
+    os.environ.setdefault("LOGFIRE_IGNORE_NO_CONFIG", "1")
     framework, packages = GROUPS[group]
     rec = _Recorder()
-    _instrument(group, rec)
-    versions = ", ".join(f"{p} {version(p)}" for p in [*packages, "opentelemetry-sdk",
-                                                          "opentelemetry-exporter-otlp-json-file"])
+    sdk = _instrument(group, rec)
+    otel = [] if sdk is not None else ["opentelemetry-sdk", "opentelemetry-exporter-otlp-json-file"]
+    versions = ", ".join(f"{p} {version(p)}" for p in [*packages, *otel])
     manifest: list[dict[str, Any]] = []
-    for k, (name, script) in enumerate(SCRIPTS.items()):
+    for k, name in enumerate(SCENARIOS[group]):
+        script = ALL_SCRIPTS[name]
         stem = f"rec-{group}-{name}"
-        _start(rec, out, stem, seed0 + k, group)
+        if sdk is not None:
+            sdk.start(out, stem, seed0 + k)
+        else:
+            _start(rec, out, stem, seed0 + k, group)
         log = _Log()
         raised = None
         answered: list[str] | None = None
         try:
             if framework == "langgraph":
                 answered = _answered_langchain(_langgraph(script, log))
+            elif framework == "pydantic-ai":
+                answered = _pydantic_ai(script, log)
             else:
-                answered = _answered_items(_openai_agents(script, log))
+                answered = _answered_items(_openai_agents(
+                    script, log, responses=framework == "openai-agents-responses", handoff=name == "handoff",
+                    instrument_client=_CLIENT[0] if _CLIENT else None, content=name != "no-content",
+                    runs=2 if name == "two-runs" else 1, guardrails=name == "guardrails"))
         except Exception as exc:  # the framework ended the run with an exception: that is what happened
             raised = f"{type(exc).__name__}: {exc}".splitlines()[0]
         finally:
-            rec.stop()
+            if sdk is not None:
+                sdk.stop()
+            else:
+                rec.stop()
         proposed = [f"{c}: {n}({json.dumps(a)})" for step in script if not isinstance(step, str) for c, n, a in step]
         happened: dict[str, Json] = {"proposed": proposed, "executed": log.executed}
         if raised is None:
             happened["answered"] = answered
         else:
             happened["raised"] = raised
-        kinds = ["otlp.jsonl", "console.json"] + (["pb.json"] if group in PROTOBUF_JSON_GROUPS else [])
-        for kind in kinds:
-            code, rules = EXPECT[(group, name)]
+        for kind in kinds(group):
+            code, rules = EXPECT.get((group, name), (None, None))
             manifest.append({"file": f"{stem}.{kind}", "inputFormat": "auto", "exit": code, "rules": rules,
                              "doc": f"{group} ({kind}): {name}. Recorded with {versions}.",
                              "group": group, "scenario": name, "happened": happened})

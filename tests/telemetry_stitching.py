@@ -211,3 +211,38 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def derived_cases(golden: Path) -> dict[str, tuple[str, int, list[str], str]]:
+    """Golden inputs cut from the real recordings above (tests/oracle_golden.py writes them): the conversation
+    recorded from its second model call on (the first trace lost: stitched, starting mid-conversation), from its last
+    call only (the earlier rounds judged from the history alone), and two identical conversations interleaved (a
+    scripted model's fixed ids: every later request fits both, so nothing is stitched)."""
+    conflict = (golden / "rec-openai-v2-pydantic-ai-conflict.otlp.jsonl").read_text(encoding="utf-8").splitlines()
+    pass_ = (golden / "rec-openinference-openai-pydantic-ai-pass.otlp.jsonl").read_text(encoding="utf-8").splitlines()
+
+    def twin(line: str) -> str:
+        doc = json.loads(line)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    sp["traceId"] = "f" + sp["traceId"][1:]
+                    for k in ("startTimeUnixNano", "endTimeUnixNano"):
+                        sp[k] = str(int(sp[k]) + 1000)
+        return json.dumps(doc, separators=(",", ":"))
+
+    interleaved = [x for a in pass_ for x in (a, twin(a))]
+    src = "cut from rec-openai-v2-pydantic-ai-conflict.otlp.jsonl (pydantic-ai executes a reused id with other arguments)"
+    return {
+        "otlp-stitch-mid-conversation.otlp.jsonl": (
+            "\n".join(conflict[1:]) + "\n", 1, ["R7"],
+            f"{src}, without its first trace: stitched from the other two, the run starts mid-conversation (its first "
+            "round read from the history), R7 from the spans"),
+        "otlp-stitch-history-only.otlp.jsonl": (
+            conflict[-1] + "\n", 1, ["R7"],
+            f"{src}, its last trace only: both earlier rounds are in that request's history, R7 from the history"),
+        "otlp-stitch-twins.otlp.jsonl": (
+            "\n".join(interleaved) + "\n", 0, [],
+            "rec-openinference-openai-pydantic-ai-pass.otlp.jsonl twice, interleaved, the copy's trace ids changed: "
+            "every later request fits both conversations alike, so none is stitched, and each says why"),
+    }

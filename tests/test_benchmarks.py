@@ -114,5 +114,7 @@ def test_telemetry_speed_prints_time_per_span_beside_the_parse() -> None:
     out = _run("telemetry_speed.py", "--sizes", "400,800")
     rows = re.findall(r"^ +([\d,]+) spans \(.*\): parse only +([\d.]+) us/span \(the anchor\) \| check +([\d.]+) us/span "
                       r"= ([\d.]+) s \((\d+) runs, exit 0\)", out, re.M)
-    assert len(rows) == 4, out  # two sizes of each shape, every file checked to a conforming verdict
-    assert [int(r[4]) for r in rows] == [100, 200, 1, 1]
+    assert len(rows) == 8, out  # two sizes of each shape, every file checked to a conforming verdict
+    # array: runs of 4 spans; wide: one run; client: one trace per call stitched into conversations of 3; twins: the
+    # same conversations all alike, none stitched
+    assert [int(r[4]) for r in rows] == [100, 200, 1, 1, 133, 266, 399, 798]

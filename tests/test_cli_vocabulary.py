@@ -269,3 +269,85 @@ def test_a_failing_check_ends_with_the_command_to_run_next(tmp_path: Path) -> No
     assert code == 1 and _last(out).startswith(f"next: loopspec check {bad} --quiet --out loopspec-out/check")
     code, out, _ = _run("check", str(bad), "--out", str(tmp_path / "o"))
     assert code == 1 and _last(out).startswith("next: loopspec diagram --trace ")
+
+
+# --- the same next step in JSON (issue 30): `"next"` is the command the text's `next:` line names ---------------
+
+
+def _next_command(text: str) -> str:
+    last = _last(text)
+    assert last.startswith("next: "), last
+    return last.removeprefix("next: ").split("   #")[0]
+
+
+def _json_next(*argv: str) -> tuple[int, object]:
+    code, out, err = _run(*argv, "--format", "json")
+    doc = json.loads(out)
+    assert isinstance(doc, dict) and "next" in doc, (err, out[:300])
+    return code, doc["next"]
+
+
+def test_a_failing_fuzz_gives_its_next_step_in_json_too(tmp_path: Path) -> None:
+    import shlex
+
+    impl = f"{shlex.quote(sys.executable)} -m loopspec.examples.executor --bug replay-reexecutes"
+    out = str(tmp_path / "f")
+    code, text, err = _run("fuzz", "--impl", impl, "-x", "--seed", "1", "--quiet", "--out", out)
+    assert code == 1, err
+    assert _json_next("fuzz", "--impl", impl, "-x", "--seed", "1", "--out", out) == (1, _next_command(text))
+    ok = f"{shlex.quote(sys.executable)} -m loopspec.examples.minimal_adapter"
+    assert _json_next("fuzz", "--impl", ok, "--max-examples", "20", "--seed", "1", "--out", str(tmp_path / "g")) \
+        == (0, None)
+
+
+def test_a_failing_replay_gives_its_next_step_in_json_too(tmp_path: Path) -> None:
+    import shlex
+
+    impl = f"{shlex.quote(sys.executable)} -m loopspec.examples.executor --bug replay-reexecutes"
+    out = tmp_path / "f"
+    assert _run("fuzz", "--impl", impl, "-x", "--seed", "1", "--quiet", "--out", str(out))[0] == 1
+    case = str(next(p for p in sorted(out.glob("R6*.json")) if not p.name.endswith(".path.json")))
+    code, text, _ = _run("replay", case, "--impl", impl)
+    assert code == 1 and _json_next("replay", case, "--impl", impl) == (1, _next_command(text))
+    code, text, _ = _run("replay", str(out), "--impl", impl)
+    assert code == 1 and _json_next("replay", str(out), "--impl", impl) == (1, _next_command(text))
+    fixed = f"{shlex.quote(sys.executable)} -m loopspec.examples.minimal_adapter"
+    assert _json_next("replay", case, "--impl", fixed) == (0, None)
+    assert _json_next("replay", str(out), "--impl", fixed) == (0, None)
+
+
+def test_a_failing_verify_gives_its_next_step_in_json_too(tmp_path: Path) -> None:
+    argv = ("verify", "--scope", "batch", "--bound", "batch.calls=3", "--variant", "replay-re-executes")
+    code, text, _ = _run(*argv, "--quiet")
+    assert code == 1 and _json_next(*argv, "--quiet") == (1, _next_command(text))
+    assert "--format" not in _next_command(text)  # the same check, whatever the report's format
+    code, text, _ = _run(*argv, "--out", str(tmp_path))
+    assert code == 1 and _json_next(*argv, "--out", str(tmp_path)) == (1, _next_command(text))
+    assert _json_next("verify", "--scope", "batch", "--bound", "batch.calls=2") == (0, None)
+
+
+def test_a_failing_check_gives_its_next_step_in_json_too(tmp_path: Path) -> None:
+    from loopspec.cli.demo import loop_section, tamper_replay
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        _, run = loop_section(False, False)
+    bad, good = tmp_path / "bad.ndjson", tmp_path / "good.ndjson"
+    bad.write_text(tamper_replay(run.ledger.to_ndjson()), encoding="utf-8")
+    good.write_text(run.ledger.to_ndjson(), encoding="utf-8")
+    code, text, _ = _run("check", str(bad))
+    assert code == 1 and _json_next("check", str(bad)) == (1, _next_command(text))
+    code, text, _ = _run("check", str(bad), "--out", str(tmp_path / "o"))
+    assert code == 1 and _json_next("check", str(bad), "--out", str(tmp_path / "o")) == (1, _next_command(text))
+    assert _json_next("check", str(good)) == (0, None)
+
+
+def test_failing_vectors_give_their_next_step_in_json_too(tmp_path: Path) -> None:
+    doc = json.loads((ROOT / "spec" / "conformance" / "batch.json").read_text(encoding="utf-8"))
+    doc["cases"][0]["expect"]["executed"] += 1  # a wrong expectation: the engine does not meet it
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(doc), encoding="utf-8")
+    code, text, _ = _run("vectors", "--file", str(wrong))
+    assert code == 1 and _json_next("vectors", "--file", str(wrong)) == (1, _next_command(text))
+    assert f"--file {wrong}" in _next_command(text)  # the same vectors, not the shipped ones
+    assert _run(*_next_command(text).split()[1:])[0] == 1
+    assert _json_next("vectors") == (0, None)

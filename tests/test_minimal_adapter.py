@@ -70,6 +70,8 @@ MUTANTS = {
     "isspace-blank": ((('set(call["id"]) - BLANK', 'call["id"].strip()'),), "R2"),
     "any-tool": ((('if call["name"] not in schemas:', 'if not call["name"]:'),
                   ('schemas[call["name"]], call["arguments"]', 'schemas.get(call["name"], {}), call["arguments"]')), "R3"),
+    "python-equality": ((('json.dumps([call["name"], canonical(call["arguments"])], sort_keys=True)',
+                          '[call["name"], canonical(call["arguments"])]'),), "R7"),  # {"x": 1} == {"x": True}
     "bool-is-an-integer": ((("and not isinstance(v, bool) and v % 1 == 0", "and v % 1 == 0"),), "R4"),
     "extra-properties-allowed": ((("if k in props else extra_ok", "if k in props else True"),), "R4"),
 }
@@ -86,3 +88,15 @@ def test_a_campaign_catches_each_broken_rule(tmp_path: Path, name: str) -> None:
     mutant.write_text(source)
     r = fuzz(f"{sys.executable} {mutant}", max_examples=200, seed=0, out=tmp_path / "out", shrink_seconds=5)
     assert rule in {f.rule for f in r.findings}, (name, [f.cause for f in r.findings])
+
+
+def test_the_fuzzer_proposes_true_for_1_as_a_conflict() -> None:
+    """The mutant "python-equality" is caught because a conflict is sometimes the same call with `true` for `1` in
+    a property the schema does not type (a typed one would fail R4 first)."""
+    from loopspec.fuzz._vocab import boolean_twin
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "flag": {"type": "boolean"}}}
+    assert boolean_twin({"n": 1, "flag": True, "extra": 1}, schema) == {"n": 1, "flag": True, "extra": True}
+    assert boolean_twin({"extra": False}, schema) == {"extra": 0}
+    assert boolean_twin({"n": 1, "flag": False, "extra": 7}, schema) is None
+    assert boolean_twin({"extra": 1.0}, None) is None  # 1.0 is the same content as 1, not a twin

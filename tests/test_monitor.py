@@ -443,3 +443,24 @@ def test_html_and_junit_reports_are_written_at_shutdown_as_check_writes_them(tmp
     xmlschema.XMLSchema(str(ROOT / "tests" / "golden" / "junit" / "junit-10.xsd")).validate(str(junit))
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "loopspec monitor" in page and "R6" in page
+
+
+def test_one_model_clients_traces_are_held_and_judged_as_one_stitched_run_when_idle(monitor: Any) -> None:
+    """Only the openai client instrumented (openai-v2 under pydantic-ai): each model call arrives as a trace of its
+    own, closed by its root at once; the monitor holds them with their conversation and judges it once no trace has
+    continued it for --idle seconds — the stitched run and the verdict check gives (R6: the repeat re-executed),
+    sent as protobuf."""
+    from loopspec.oracle import check_file
+
+    path = GOLDEN / "rec-openai-v2-pydantic-ai-replay.otlp.jsonl"
+    m = monitor(idle=0.5)
+    for doc in _lines(path):
+        assert _post(m, _to_protobuf(doc), _otlp.PROTOBUF)[0] == 200
+    _wait(lambda: m.traces_judged == 3)
+    (live,) = _verdicts(m)
+    (want,) = check_file(str(path)).records
+    _same_run(live, want.to_json())
+    assert live["violation"]["rule"] == "R6" and len(live["summary"]["stitched"]["traces"]) == 3
+    assert live["monitor"]["conversation"] == {"traces": live["summary"]["stitched"]["traces"], "judgedBy": "idle"}
+    assert m.exit_code == 1
+    m.stop()

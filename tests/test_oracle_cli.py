@@ -97,7 +97,8 @@ def test_jobs_gives_the_same_report(files: dict[str, Path]) -> None:
 def test_json_report_shape(files: dict[str, Path]) -> None:
     r = check(str(files["bad"]), str(files["merchants"]), "--format", "json")
     doc = json.loads(r.stdout)
-    assert set(doc) == {"runs", "inputErrors", "summary", "assumptions"}
+    assert set(doc) == {"runs", "inputErrors", "summary", "assumptions", "next"}
+    assert doc["next"] == f"loopspec check {files['bad']} {files['merchants']} --quiet --out loopspec-out/check"  # as the text's next: line (issue 30)
     bad = next(x for x in doc["runs"] if x["verdict"] == "violates")
     v = bad["violation"]
     assert {"rule", "kind", "invariant", "invariants", "checkedBy", "index", "transition", "expected", "observed",

@@ -118,7 +118,7 @@ def test_every_recording_format_has_real_must_pass_and_must_fail(manifest: list[
             fmt = check_file(str(GOLDEN / c["file"])).records[0].input
             kinds.setdefault(fmt, set()).add(c["exit"])
     assert kinds == {f: {0, 1} for f in ("otlp-json", "otel-console", "pydantic-ai", "langchain",
-                                         "openai-responses")}, kinds
+                                         "openai-responses", "openai-agents-trace")}, kinds
 
 
 def test_golden_inputs_are_current(manifest: list[dict[str, Any]], tmp_path: Path) -> None:

@@ -25,6 +25,11 @@ GOLDEN = ROOT / "tests" / "golden" / "oracle"
 RECORDINGS = [c for c in json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8"))
               if "happened" in c and not c.get("stitching")]  # stitching's: tests/test_oracle_stitching.py
 MESSAGE_RULES = ("R2", "R6", "R7", "R11", "R12", "R32")
+#: the groups whose traces hold the framework's run: one run per recording
+ONE_RUN = ("openinference-langgraph", "openllmetry-langgraph", "openllmetry-openai-agents", "openllmetry-agents-only",
+           "agents-sdk", "openinference-openai-agents", "logfire-openai-agents", "logfire-openai-agents-responses",
+           "logfire-pydantic-ai")
+SHAPES = (".otlp.jsonl", ".console.json", ".pb.json", ".agents.jsonl", ".backend.jsonl")
 
 
 def _records(name: str) -> list[Any]:
@@ -34,10 +39,12 @@ def _records(name: str) -> list[Any]:
 
 
 def test_every_group_and_scenario_is_recorded() -> None:
-    from tests.telemetry_instrumentations import GROUPS, SCRIPTS
+    from tests.telemetry_instrumentations import GROUPS, SCENARIOS, kinds
 
     got = {(c["group"], c["scenario"]) for c in RECORDINGS}
-    assert got == {(g, s) for g in GROUPS for s in SCRIPTS}
+    assert got == {(g, s) for g in GROUPS for s in SCENARIOS[g]}
+    files = {c["file"] for c in RECORDINGS}
+    assert files == {f"rec-{g}-{s}.{k}" for g in GROUPS for s in SCENARIOS[g] for k in kinds(g)}
 
 
 @pytest.mark.parametrize("case", RECORDINGS, ids=[c["file"] for c in RECORDINGS])
@@ -76,9 +83,18 @@ def test_no_run_is_split_or_invented(case: dict[str, Any]) -> None:
     mid-conversation) and says from which traces it was stitched."""
     recs = _records(case["file"])
     assert not any("no-agent" in r.run for r in recs)
+    if case["scenario"] == "two-runs":  # two Runner runs in one trace(), no handoff between them: two runs
+        assert [(r.verdict, r.summary["executions"]) for r in recs] == [("conforms", 1), ("conforms", 1)]
+        assert len({r.run for r in recs}) == 2 and all(r.run.startswith(recs[0].run.split("/")[0]) for r in recs)
+        return
     assert len(recs) == 1
-    if case["group"] in ("openinference-langgraph", "openllmetry-langgraph", "openllmetry-openai-agents",
-                         "openllmetry-agents-only"):
+    if case["group"] == "agents-sdk-responses" or case["scenario"] == "no-content":
+        # response spans, or spans whose content the run config left out, record no messages: executions not judged
+        (rec,) = recs
+        assert rec.summary["executions"] == 0 and rec.verdict == "conforms" and not rec.checks["verified"]
+        assert any(f"{len(case['happened']['executed'])} execution(s) follow a model call whose output is not "
+                   "recorded" in n for n in rec.summary["notes"]), rec.summary
+    elif case["group"] in ONE_RUN:
         assert recs[0].summary["executions"] == len(case["happened"]["executed"])
         assert "stitched" not in recs[0].summary
     else:
@@ -91,7 +107,7 @@ def test_no_run_is_split_or_invented(case: dict[str, Any]) -> None:
 
 def _all_records() -> Iterator[Any]:
     for c in json.loads((GOLDEN / "RECORDINGS.json").read_text(encoding="utf-8")):
-        if c["file"].endswith((".otlp.jsonl", ".console.json", ".pb.json")):
+        if c["file"].endswith(SHAPES):
             yield c["file"], _records(c["file"])
 
 

@@ -97,8 +97,29 @@ def test_two_conversations_that_match_alike_are_not_stitched() -> None:
     recs = check(twin1, twin2, nxt)
     assert len(recs) == 3 and not any("stitched" in r.summary for r in recs)
     notes = " ".join(recs[2].summary["notes"])
-    assert "matches 2 earlier conversations alike" in notes and f"{1:032x}" in notes and f"{2:032x}" in notes
-    assert "starts mid-conversation" in notes
+    assert "continues the last model call of more than one conversation alike" in notes
+    assert f"{1:032x}" in notes and f"{2:032x}" in notes and "starts mid-conversation" in notes
+
+
+def twins(n: int, interleaved: bool) -> list[dict[str, Json]]:
+    """``n`` identical conversations (ids included, as a scripted model gives them), all first calls then all second
+    then all third (``interleaved``), or one conversation after the other."""
+    h = [[user("go")], [user("go"), calls(A), answers(("c1", "A"))],
+         [user("go"), calls(A), answers(("c1", "A")), calls(B), answers(("c2", "B"))]]
+    outs = [[calls(A)], [calls(B)], [text("done")]]
+    order = [(c, k) for k in range(3) for c in range(n)] if interleaved else [(c, k) for c in range(n) for k in range(3)]
+    return [call(1 + 3 * c + k, 10 * t, h[k], outs[k]) for t, (c, k) in enumerate(order)]
+
+
+def test_identical_conversations_are_stitched_only_where_one_conversation_fits() -> None:
+    """Conversations identical to the id (a scripted model, a batch of the same prompt): run one after the other,
+    each is stitched by itself; interleaved, every later request fits several conversations alike and nothing is
+    stitched — never one conversation's request read as another's re-sent request (a false R11)."""
+    recs = check(*twins(3, interleaved=False))
+    assert [(r.verdict, len(r.summary["stitched"]["traces"])) for r in recs] == [("conforms", 3)] * 3
+    recs = check(*twins(3, interleaved=True))
+    assert len(recs) == 9 and all(r.verdict == "conforms" and "stitched" not in r.summary for r in recs)
+    assert sum("more than one conversation alike" in " ".join(r.summary.get("notes", ())) for r in recs) == 6
 
 
 def test_a_fork_is_not_stitched() -> None:
@@ -135,6 +156,8 @@ def test_a_conversation_whose_first_recorded_request_carries_earlier_rounds_is_j
     h = [user("go"), calls(A), answers(("c1", "A")), calls(A), answers(("c1", "A, again"))]
     (r,) = check(call(5, 10, h, [text("done")]))
     assert r.violation is not None and r.violation.rule == "R6" and r.checks["from"]["R11"] == "history"
+    assert r.checks["from"]["R6"] == "history" and "in the history the run's first request carries" in (
+        r.checks["why"]["R6"])
 
 
 def test_runs_of_an_agent_invocation_are_never_stitched() -> None:
@@ -174,15 +197,18 @@ def test_held_conversations_join_by_key_and_close_idle_evicted_or_at_shutdown() 
     def closed(t: str) -> Closed:
         return Closed(t, [{}], 1, "root", None)
 
-    h.add(closed("a"), [], [(2, 7)], now=0)
-    h.add(closed("b"), [(3, 9), (2, 7)], [(4, 1)], now=1)  # continues a (its longest key found: (2, 7))
-    h.add(closed("x"), [], [(4, 1)], now=2)  # shares b's exit key
-    h.add(closed("y"), [(4, 1)], [], now=3)  # continues either: joins neither
+    h.add(closed("a"), [], [("extends", 2, 7)], now=0)
+    h.add(closed("b"), [("resends", 3, 9), ("extends", 3, 9), ("extends", 2, 7)], [("extends", 4, 1)], now=1)  # a's
+    h.add(closed("x"), [], [("extends", 4, 1)], now=2)  # shares b's exit key
+    h.add(closed("y"), [("extends", 4, 1)], [], now=3)  # continues either: joins neither
     assert sorted(len(c.traces) for c in h.held.values()) == [1, 1, 2]
     (ev,) = h.overflow()
     assert [c.trace for c in ev.traces] == ["a", "b"] and ev.reason == "evicted" and "--max-open-runs" in ev.note
     assert [c.traces[0].trace for c in h.expired(now=7.5)] == ["x"]
     assert [(c.traces[0].trace, c.reason) for c in h.all()] == [("y", "shutdown")] and h.spans == 0
+    h.add(closed("late"), [("extends", 4, 1)], [], now=10)  # continues x, judged already: said so
+    (late,) = h.all()
+    assert late.note is not None and "continues the conversation of trace x, judged already" in late.note
 
 
 def test_monitor_and_check_give_the_same_verdicts_on_stitched_traces() -> None:
@@ -256,3 +282,12 @@ def test_the_export_shapes_of_a_stitched_recording_are_judged_alike_by_check_and
                      v["summary"].get("stitched"))
                     for v in monitor_verdicts((GOLDEN / f"{stem}.{kind}").read_text(encoding="utf-8"))]
             assert live == shapes[0], (stem, kind)
+
+
+def test_a_trace_whose_messages_cannot_be_read_is_unreadable_and_the_others_are_still_stitched() -> None:
+    bad = span("chat gpt-4o", 1, None, 5, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": [1, 2]}, trace=9)
+    res = read_text_input(otlp(bad, *conversation([calls(A)], [calls(A), answers(("c1", "A"))])).encode(),
+                          "t.otlp.jsonl")
+    assert [(r.verdict, len(r.summary.get("stitched", {}).get("traces", [1]))) for r in res.records] == [
+        ("unreadable", 1), ("conforms", 3)]
+    assert "a message must be an object" in json.dumps(res.records[0].to_json())

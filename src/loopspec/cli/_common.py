@@ -13,8 +13,9 @@ with the same help text, everywhere:
   run (:mod:`loopspec.support.progress`), shown on a terminal and, when forced, on any stderr;
 * :func:`add_quiet_option` — ``--quiet``: only the verdict (the summary line, and what failed);
 * :func:`add_jobs_option` and :func:`resolve_jobs` — ``--jobs N``: N processes, 0 = one per CPU;
-* :func:`next_step` — the last lines of a command that found something: what else to look at, the doc
-  section, and on the very last line the one command to run next;
+* :class:`NextStep` and :func:`next_step` — the last lines of a command that found something: what else to
+  look at, the doc section, and on the very last line the one command to run next; the same suggestion is the
+  ``"next"`` field of the command's JSON output (:func:`next_json`), so both come from one place;
 * :func:`add_out_option` — ``--out DIR``: the directory a command writes its files into; a command
   that always writes files defaults to ``loopspec-out/<command>`` (:func:`default_out`).
 
@@ -27,6 +28,7 @@ import argparse
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import IO, Final
 
 from ..support.progress import ProgressLine
@@ -38,6 +40,7 @@ __all__ = [
     "FORMAT_HELP",
     "OUT_ROOT",
     "SPEC_HELP",
+    "NextStep",
     "UsageError",
     "add_format_option",
     "add_jobs_option",
@@ -46,6 +49,7 @@ __all__ = [
     "add_quiet_option",
     "add_spec_option",
     "default_out",
+    "next_json",
     "next_step",
     "plain",
     "plain_help",
@@ -185,16 +189,38 @@ def resolve_jobs(jobs: int) -> int:
         return max(1, os.cpu_count() or 1)
 
 
+@dataclass(frozen=True, slots=True)
+class NextStep:
+    """Where to go from a failing command: ``command``, the one to run next (with ``what`` it does), other
+    commands worth running (``also``: (command, what it shows)) and the doc section. A command computes it once
+    and gives it to both its outputs: the text's last lines (:meth:`print`) and its JSON's ``"next"``
+    (:func:`next_json`)."""
+
+    command: str
+    what: str
+    also: tuple[tuple[str, str], ...] = ()
+    doc: str | None = None
+
+    def print(self, stream: IO[str] | None = None) -> None:
+        """The text report's last lines; the very last one is ``next: COMMAND   # what``."""
+        import sys
+
+        out = stream if stream is not None else sys.stdout
+        for cmd, why in self.also:
+            print(f"also: {cmd}   # {why}", file=out)
+        if self.doc:
+            print(f"docs: {self.doc}", file=out)
+        print(f"next: {self.command}   # {self.what}", file=out)
+
+
+def next_json(step: NextStep | None) -> str | None:
+    """The ``"next"`` field of a command's JSON output: the command its text report's ``next:`` line names, or
+    None when there is nothing to run next (nothing was found)."""
+    return step.command if step is not None else None
+
+
 def next_step(command: str, what: str, *, also: Sequence[tuple[str, str]] = (), doc: str | None = None,
               stream: IO[str] | None = None) -> None:
-    """End a failing command's text report with where to go from here: other commands worth running
-    (``also``: (command, what it shows)), the doc section, and, on the very last line, the one command to
-    run next (``command``, with ``what`` it does). A finding's report then never ends on a dead end."""
-    import sys
-
-    out = stream if stream is not None else sys.stdout
-    for cmd, why in also:
-        print(f"also: {cmd}   # {why}", file=out)
-    if doc:
-        print(f"docs: {doc}", file=out)
-    print(f"next: {command}   # {what}", file=out)
+    """End a failing command's text report with where to go from here (:class:`NextStep`). A finding's report
+    then never ends on a dead end."""
+    NextStep(command, what, tuple(also), doc).print(stream)

@@ -49,6 +49,7 @@ from ..support.progress import Status
 from ..support.text import paint, printable, use_color
 from ._common import (
     EXIT_USAGE,
+    NextStep,
     UsageError,
     add_format_option,
     add_jobs_option,
@@ -57,7 +58,7 @@ from ._common import (
     add_quiet_option,
     add_spec_option,
     default_out,
-    next_step,
+    next_json,
     progress_line,
     resolve_jobs,
 )
@@ -213,7 +214,8 @@ def _truncate(value: Json, depth: int) -> Json:
 
 
 class JsonWriter:
-    """Streams ``{"runs": [...], "inputErrors": [...], "summary": {...}, "assumptions": {...}}``.
+    """Streams ``{"runs": [...], "inputErrors": [...], "summary": {...}, "assumptions": {...}, "next": ...}``
+    (``next``: the command the text report's ``next:`` line names, or null).
     The input errors listed are the first :data:`~loopspec.oracle._records.MAX_ERRORS_SHOWN` of each
     file (the summary counts them all, and ``inputErrorsNotListed`` says how many are not listed)."""
 
@@ -236,7 +238,7 @@ class JsonWriter:
         else:
             self.not_listed += 1
 
-    def close(self, summary: Summary) -> None:
+    def close(self, summary: Summary, next_command: str | None = None) -> None:
         notes: dict[str, Json] = {}
         for kind in sorted(self.inputs):
             a = assumption_notes(kind)
@@ -250,7 +252,8 @@ class JsonWriter:
             summ["inputErrorsNotListed"] = self.not_listed
         self.out.write("\n],\n" + '"inputErrors": ' + safejson.dumps([e.to_json() for e in self.errors], compact=False)
                        + ',\n"summary": ' + safejson.dumps(summ, compact=False)
-                       + ',\n"assumptions": ' + safejson.dumps(notes, compact=False) + "\n}\n")
+                       + ',\n"assumptions": ' + safejson.dumps(notes, compact=False)
+                       + ',\n"next": ' + safejson.dumps(next_command, compact=False) + "\n}\n")
 
 
 def _indent(text: str) -> str:
@@ -406,26 +409,27 @@ class _Reading:
                       finding="violation", phase=phase)
 
 
-def _next(args: argparse.Namespace, rec: RunRecord, diagram_dir: Path | None) -> None:
-    """The last lines of a check that found a violation: where its path is drawn, and what to run next."""
+def suggestion(args: argparse.Namespace, rec: RunRecord | None, diagram_dir: Path | None) -> NextStep | None:
+    """What to run after a check that found a violation (``rec``, the first violating run): the text's last
+    lines and the JSON's ``"next"``. None when no run violates the spec."""
     import shlex
 
+    if rec is None:
+        return None
     doc = "docs/oracle.md; docs/cli.md#what-to-run-next"
     rule = rec.violation.rule if rec.violation is not None else ""
     if diagram_dir is not None and rec.trace is not None:
         d = diagram_dir / _safe_name(rec.run)
-        next_step(f"loopspec diagram --trace {shlex.quote(str(d / 'path.json'))} --format svg --out "
-                  f"{default_out('diagram')}", f"run {printable(repr(rec.run))}'s path on the spec machine, the "
-                  f"failing step ({rule}) in red (also drawn in {printable(str(d))}/)", doc=doc)
-        return
+        return NextStep(f"loopspec diagram --trace {shlex.quote(str(d / 'path.json'))} --render svg --out "
+                        f"{default_out('diagram')}", f"run {printable(repr(rec.run))}'s path on the spec machine, "
+                        f"the failing step ({rule}) in red (also drawn in {printable(str(d))}/)", doc=doc)
     files = " ".join(shlex.quote(f) for f in args.files)
     if rec.trace is not None:
-        next_step(f"loopspec check {files} --quiet --out {default_out('check')}",
-                  f"the same check, drawing each violating run's path on the spec machine (first: "
-                  f"{printable(repr(rec.run))}, {rule})", doc=doc)
-    else:
-        next_step(f"loopspec check {files} --format json", f"every verdict with its events, for run "
-                  f"{printable(repr(rec.run))} ({rule})", doc=doc)
+        return NextStep(f"loopspec check {files} --quiet --out {default_out('check')}",
+                        f"the same check, drawing each violating run's path on the spec machine (first: "
+                        f"{printable(repr(rec.run))}, {rule})", doc=doc)
+    return NextStep(f"loopspec check {files} --format json", f"every verdict with its events, for run "
+                    f"{printable(repr(rec.run))} ({rule})", doc=doc)
 
 
 def _diagram_dir(arg: str | None, flag: str = "--out") -> Path | None:
@@ -580,15 +584,16 @@ def handle(args: argparse.Namespace) -> int:
                     writer.record(rec)
                 elif rec.verdict != "conforms" or not args.quiet:
                     out.line(record_text(rec, color))
+    step = suggestion(args, first_violation, diagram_dir)
     if writer is not None:
-        writer.close(total)
+        writer.close(total, next_json(step))
     else:
         out.line(total.line())
         if diagram_dir is not None and drawn:
             out.line(f"diagrams of {drawn} violating run(s): {printable(str(diagram_dir))}/"
                      + (f" ({undrawn} could not be drawn)" if undrawn else ""))
-        if first_violation is not None and out.error is None:
-            _next(args, first_violation, diagram_dir)
+        if step is not None and out.error is None:
+            step.print()
     out.flush()
     code = total.exit_code
     if out.error is not None and not out.closed_by_reader:

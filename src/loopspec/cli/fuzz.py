@@ -22,6 +22,7 @@ from ._common import (
     EXIT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
+    NextStep,
     UsageError,
     add_format_option,
     add_jobs_option,
@@ -30,7 +31,7 @@ from ._common import (
     add_quiet_option,
     add_spec_option,
     default_out,
-    next_step,
+    next_json,
     progress_line,
     resolve_jobs,
 )
@@ -286,7 +287,7 @@ def handle(args: argparse.Namespace) -> int:
                     "coverage": r.coverage, "files": r.files, "corpus": r.corpus}
 
         body = {"format": "loopspec-fuzz-summary/1", "impl": args.impl, "implInfo": factory.info,
-                "profile": profile or "strict", **doc(result, out)}
+                "profile": profile or "strict", **doc(result, out), "next": next_json(suggestion(result, out, args))}
         if strict_result is not None:
             body["strictComparison"] = doc(strict_result, out / "strict")
         sys.stdout.write(json_text(body))
@@ -387,15 +388,19 @@ def print_summary(result: Any, out: Any, args: argparse.Namespace, color: bool) 
         return
     if not result.ok or not args.quiet:
         print(f"campaign: {out / 'campaign.json'}")
-    if not result.ok:
-        _next(result, out, args)
+    step = suggestion(result, out, args)
+    if step is not None:
+        step.print()
 
 
-def _next(result: Any, out: Any, args: argparse.Namespace) -> None:
-    """The last lines of a campaign that found something: the first case's path on the diagram, its
-    explanation, and the command that replays it (to run after a fix)."""
+def suggestion(result: Any, out: Any, args: argparse.Namespace) -> NextStep | None:
+    """What to run after a campaign that found something (the text's last lines, the JSON's ``"next"``): the
+    command that replays the first case (to run after a fix), its explanation and its path on the diagram.
+    None when nothing was found, or when --out could not be written (no case to offer)."""
     from shlex import quote
 
+    if result.ok or not result.findings or result.out_error is not None:
+        return None
     f = result.findings[0]
     case = out / f"{f.cause}.json"
     path = out / f"{f.cause}.path.json"
@@ -403,8 +408,8 @@ def _next(result: Any, out: Any, args: argparse.Namespace) -> None:
     if path.is_file():
         also.append((f"loopspec diagram --trace {quote(str(path))} --render svg --out {default_out('diagram')}",
                      "its path on the spec machine, the failing step in red"))
-    next_step(f"loopspec replay {quote(str(case))} --impl {quote(args.impl)}",
-              "reruns the case exactly: it exits 0 once the implementation is fixed", also=also,
-              doc=f"spec/SPEC.md, rule {f.rule}; docs/cli.md#what-to-run-next")
+    return NextStep(f"loopspec replay {quote(str(case))} --impl {quote(args.impl)}",
+                    "reruns the case exactly: it exits 0 once the implementation is fixed", tuple(also),
+                    f"spec/SPEC.md, rule {f.rule}; docs/cli.md#what-to-run-next")
 
 

@@ -18,13 +18,14 @@ from ..support.text import paint, use_color
 from ._common import (
     EXIT_FOUND,
     EXIT_OK,
+    NextStep,
     UsageError,
     add_format_option,
     add_progress_option,
     add_quiet_option,
     add_spec_option,
     default_out,
-    next_step,
+    next_json,
     progress_line,
 )
 from .fuzz import add_impl_options, open_factory
@@ -62,9 +63,10 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         factory.close()
     failing = next((i for i, v in enumerate(rr.verdicts) if not v.ok), None)
+    step = case_suggestion(args, rr)
     if args.format == "json":
         print(json.dumps({"ok": rr.ok, "failingStep": failing, "verdicts": [v.to_json() for v in rr.verdicts],
-                          "traces": rr.traces}, indent=2, ensure_ascii=False))
+                          "traces": rr.traces, "next": next_json(step)}, indent=2, ensure_ascii=False))
         return EXIT_OK if rr.ok else EXIT_FOUND
     color = use_color(sys.stdout)
     for i, v in enumerate(rr.verdicts):
@@ -79,13 +81,32 @@ def handle(args: argparse.Namespace) -> int:
     assert v is not None
     print(f"\n{v.rule} {v.kind}" + (f", invariant {v.invariant}" if v.invariant else ""))
     print(v.explanation)
-    path = Path(args.case).with_suffix(".path.json")
-    also = [(f"loopspec diagram --trace {quote(str(path))} --out {default_out('diagram')}",
-             "the failing step's path drawn on the spec machine")] if path.is_file() else []
-    next_step(f"loopspec replay {quote(args.case)} --impl {quote(args.impl)}",
-              "run it again after a fix: it exits 0 once the implementation matches the spec",
-              also=also, doc=f"spec/SPEC.md, rule {v.rule}; docs/cli.md#what-to-run-next")
+    if step is not None:
+        step.print()
     return EXIT_FOUND
+
+
+def case_suggestion(args: argparse.Namespace, rr: Any) -> NextStep | None:
+    """What to run after a case that still diverges (the text's last lines, the JSON's ``"next"``): the same
+    replay, after a fix. None when it passes."""
+    v = rr.verdict.violation if not rr.ok and rr.verdict is not None else None
+    if v is None:
+        return None
+    path = Path(args.case).with_suffix(".path.json")
+    also = ((f"loopspec diagram --trace {quote(str(path))} --out {default_out('diagram')}",
+             "the failing step's path drawn on the spec machine"),) if path.is_file() else ()
+    return NextStep(f"loopspec replay {quote(args.case)} --impl {quote(args.impl)}",
+                    "run it again after a fix: it exits 0 once the implementation matches the spec",
+                    also, f"spec/SPEC.md, rule {v.rule}; docs/cli.md#what-to-run-next")
+
+
+def dir_suggestion(args: argparse.Namespace, failing: list[Any]) -> NextStep | None:
+    """What to run after replaying a directory in which a case still diverges: that case alone, explained."""
+    if not failing:
+        return None
+    return NextStep(f"loopspec replay {quote(str(failing[0][0]))} --impl {quote(args.impl)}",
+                    "the first case that still diverges, step by step with its explanation",
+                    doc="docs/cli.md#what-to-run-next")
 
 
 def replay_dir(args: argparse.Namespace, where: Any) -> int:
@@ -123,11 +144,12 @@ def replay_dir(args: argparse.Namespace, where: Any) -> int:
         for f in factories.values():
             f.close()
     failing = [r for r in rows if not r[1].ok]
+    step = dir_suggestion(args, failing)
     if args.format == "json":
         print(json.dumps({"ok": not failing, "cases": [
             {"case": str(p), "ok": rr.ok, "rule": v.rule if v else None, "kind": v.kind if v else None,
-             "failingStep": next((i for i, x in enumerate(rr.verdicts) if not x.ok), None)} for p, rr, v in rows]},
-            indent=2, ensure_ascii=False))
+             "failingStep": next((i for i, x in enumerate(rr.verdicts) if not x.ok), None)} for p, rr, v in rows],
+            "next": next_json(step)}, indent=2, ensure_ascii=False))
         return EXIT_FOUND if failing else EXIT_OK
     color = use_color(sys.stdout)
     for p, rr, v in rows:
@@ -136,9 +158,6 @@ def replay_dir(args: argparse.Namespace, where: Any) -> int:
         mark = paint("passes", "32", color) if rr.ok else paint(f"DIVERGES: {v.rule}-{v.kind}", "31;1", color)  # type: ignore[union-attr]
         print(f"{p.name}: {mark}")
     print(f"{len(rows)} case(s): {len(rows) - len(failing)} pass, {len(failing)} still diverge")
-    if failing:
-        first = failing[0][0]
-        next_step(f"loopspec replay {quote(str(first))} --impl {quote(args.impl)}",
-                  "the first case that still diverges, step by step with its explanation",
-                  doc="docs/cli.md#what-to-run-next")
+    if step is not None:
+        step.print()
     return EXIT_FOUND if failing else EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from ..support import safejson
@@ -10,12 +11,13 @@ from ..support.text import compact, paint, printable, table, use_color
 from ._common import (
     EXIT_FOUND,
     EXIT_OK,
+    NextStep,
     UsageError,
     add_format_option,
     add_progress_option,
     add_quiet_option,
     add_spec_option,
-    next_step,
+    next_json,
     progress_line,
 )
 
@@ -68,10 +70,15 @@ def handle(args: argparse.Namespace) -> int:
             raise UsageError(f"{where}: case {c['id']!r} cannot be run: {type(exc).__name__}: {exc}") from None
     line.clear()
     failed = [r for r in results if not r.passed]
+    same = "".join(f" {flag} {shlex.quote(v)}" for flag, v in (("--spec", args.spec), ("--file", args.file)) if v)
+    step = NextStep("loopspec vectors" + same + "".join(f" --case {shlex.quote(r.case_id)}" for r in failed[:3])
+                    + (" --loop" if args.loop else "") + " --format json",
+                    "each failing vector's expected and observed fields", doc="spec/conformance/README.md") \
+        if failed else None
     if args.format == "json":
         print(safejson.dumps({
             "cases": len(results), "failed": [r.case_id for r in failed],
-            "diffs": {r.case_id: r.diff() for r in failed},
+            "diffs": {r.case_id: r.diff() for r in failed}, "next": next_json(step),
         }, indent=2))
     else:
         color = use_color()
@@ -87,8 +94,6 @@ def handle(args: argparse.Namespace) -> int:
             for d in r.diff():
                 print(f"  {printable(d)}")
         print(("\n" if rows else "") + f"{len(results) - len(failed)}/{len(results)} vectors pass")
-        if failed:
-            next_step("loopspec vectors --case " + " --case ".join(r.case_id for r in failed[:3])
-                      + (" --loop" if loop else "") + " --format json",
-                      "each failing vector's expected and observed fields", doc="spec/conformance/README.md")
+        if step is not None:
+            step.print()
     return EXIT_FOUND if failed else EXIT_OK

@@ -23,6 +23,7 @@ from ..support.text import paint, table, use_color, write_atomic
 from ._common import (
     EXIT_FOUND,
     EXIT_OK,
+    NextStep,
     UsageError,
     add_format_option,
     add_out_option,
@@ -30,7 +31,7 @@ from ._common import (
     add_quiet_option,
     add_spec_option,
     default_out,
-    next_step,
+    next_json,
     progress_line,
 )
 from ._reports import add_report_options, check_report_paths, verify_report, write_reports
@@ -210,12 +211,13 @@ def handle(args: argparse.Namespace) -> int:
         write_atomic(path, update_expected(path, {ex.scope.name: _figures(ex) for ex in results}))
         print(f"updated the expected figures in {path}", file=sys.stderr)
         expected_diffs = []
+    step = suggestion(args, bool(report["passed"]))
     if args.format == "json":
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+        print(json.dumps({**report, "next": next_json(step)}, indent=2, ensure_ascii=False))
     else:
         _text(report, results, expected_diffs, explain(lifted) if lifted else crash_text, quiet=args.quiet)
-        if not report["passed"]:
-            _next(args)
+        if step is not None:
+            step.print()
     code = EXIT_OK if report["passed"] else EXIT_FOUND
     if args.html or args.junit:
         rep = verify_report(args, report, results, explain(lifted) if lifted else crash_text,
@@ -247,21 +249,29 @@ def _check_writable_bounds(args: argparse.Namespace) -> None:
             "loopspec verify --spec my-spec/loop.toml --update-expected`")
 
 
-def _next(args: argparse.Namespace) -> None:
-    """The last lines of a failing verify: the counterexample's path on the diagram and what to run next."""
+def suggestion(args: argparse.Namespace, passed: bool) -> NextStep | None:
+    """What to run after a failing verify (the text's last lines, the JSON's ``"next"``): the counterexample's
+    path on the diagram, or the same check writing it. None when it passed."""
     from shlex import quote
 
-    argv = [a for a in getattr(args, "argv", None) or ["verify"]]
+    if passed:
+        return None
     if args.out:
         trace = Path(args.out) / "trace.json"
-        next_step(f"loopspec diagram --trace {quote(str(trace))} --out {default_out('diagram')}",
-                  "the counterexample's path drawn on the spec machine",
-                  also=[(f"cat {quote(str(Path(args.out) / 'counterexample.txt'))}", "the counterexample, explained")],
-                  doc="docs/verify.md; docs/cli.md#what-to-run-next")
-    else:
-        cmd = "loopspec " + " ".join(quote(a) for a in argv) + f" --out {default_out('verify')}"
-        next_step(cmd, "the same check, writing counterexample.json and trace.json (for loopspec diagram --trace)",
-                  doc="docs/verify.md; docs/cli.md#what-to-run-next")
+        return NextStep(f"loopspec diagram --trace {quote(str(trace))} --out {default_out('diagram')}",
+                        "the counterexample's path drawn on the spec machine",
+                        ((f"cat {quote(str(Path(args.out) / 'counterexample.txt'))}", "the counterexample, explained"),),
+                        "docs/verify.md; docs/cli.md#what-to-run-next")
+    argv, typed = [], list(getattr(args, "argv", None) or ["verify"])
+    while typed:  # the same check, whatever its report's format
+        a = typed.pop(0)
+        if a == "--format" and typed:
+            typed.pop(0)
+        elif not a.startswith("--format="):
+            argv.append(a)
+    return NextStep("loopspec " + " ".join(quote(a) for a in argv) + f" --out {default_out('verify')}",
+                    "the same check, writing counterexample.json and trace.json (for loopspec diagram --trace)",
+                    doc="docs/verify.md; docs/cli.md#what-to-run-next")
 
 
 def _figures(ex: Any) -> dict[str, Any]:

@@ -140,7 +140,24 @@ def step_candidates(step: dict[str, Json], *, keep_tools: bool = False) -> list[
         if t.get("maxExecutions") is not None:
             out.append({**step, "config": {**cfg, "tools": [*tools[:j], {k: v for k, v in t.items()
                                                                         if k != "maxExecutions"}, *tools[j + 1:]]}})
+    if step.get("kind", "batch") == "loop":
+        out += _fewer_requests(step)
     return out
+
+
+def _fewer_requests(step: dict[str, Json]) -> list[dict[str, Json]]:
+    """A loop step without one call and with ``maxRequests`` one lower, together: the request limit then still
+    falls on the same request (every request counts, R19), which neither change alone keeps (a request-limit
+    case needs as many requests before the limit as the limit allows). Tried after every single change."""
+    limits = step["config"].get("limits", {})
+    n = limits.get("maxRequests")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        return []
+    cfg = {**step["config"], "limits": {**limits, "maxRequests": n - 1}}
+    model = step.get("model", [])
+    return [{**step, "config": cfg, "model": [*model[:i], {"calls": _drop(reply["calls"], j)}, *model[i + 1:]]}
+            for i, reply in enumerate(model) if isinstance(reply, dict) and isinstance(reply.get("calls"), list)
+            for j in range(len(reply["calls"]))]
 
 
 def _writes_candidates(step: dict[str, Json], *, keep_tools: bool = False) -> list[dict[str, Json]]:

@@ -6,7 +6,8 @@ of its own: the fast generator (:mod:`._generate`) and the Hypothesis strategies
 Small pools make the interesting cases frequent: ids come from three names, so replays and
 conflicts happen all the time; every call has an explicit *relation* to the calls before it
 (fresh, replay — sometimes with keys reordered or ``1`` written ``1.0`` —, same content under
-another id, conflict, unknown tool, invalid arguments, malformed); budgets are tiny; tool scripts
+another id, conflict — sometimes the same call with ``true`` for ``1`` —, unknown tool, invalid arguments,
+malformed); budgets are tiny; tool scripts
 make executions fail with every failure category.
 """
 
@@ -157,6 +158,18 @@ def equivalent_rewrite(args: Mapping[str, Json], how: int) -> dict[str, Json]:
     return dict(items)
 
 
+def boolean_twin(args: Mapping[str, Json], schema: Mapping[str, Json] | None) -> dict[str, Json] | None:
+    """``args`` with its first untyped ``1``/``0`` written ``true``/``false`` (or the other way round), or None when
+    it has none. Other content (R5: booleans are not numbers), which an implementation comparing arguments with
+    Python's ``==`` (``{"n": 1} == {"n": True}``) takes for a replay (R7). Only a property the schema does not
+    type: a typed one would fail R4 first."""
+    props = (schema or {}).get("properties", {})
+    for key, value in args.items():
+        if key not in props and type(value) in (bool, int) and value in (0, 1):
+            return {**args, key: int(value) if isinstance(value, bool) else bool(value)}
+    return None
+
+
 def malformed(call: Mapping[str, Json], how: str) -> Json:
     c = dict(call)
     if how == "missing-id":
@@ -236,6 +249,9 @@ def resolve_call(plan: CallPlan, earlier: Sequence[Json], tools: Sequence[Mappin
         if relation == "same-content":
             others = [i for i in ID_POOL if i != base["id"]]
             return {"id": others[id_i % len(others)], "name": base["name"], "arguments": dict(base["arguments"])}
+        twin = boolean_twin(base["arguments"], schema_of.get(base["name"])) if how == 3 else None
+        if twin is not None:  # the same call but true for 1: other content, though Python's == says equal
+            return {"id": base["id"], "name": base["name"], "arguments": twin}
         args = valid(name)
         if name == base["name"] and args == base["arguments"]:
             args = {**args, "extra": ref} if (schema_of[name] or {}).get("additionalProperties", True) else args

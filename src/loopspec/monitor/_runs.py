@@ -122,7 +122,7 @@ CONVERSATION_CLOSED_BY: Final = {
     "shutdown": None,
 }
 
-Key = tuple[int, int]
+Key = tuple[str, int, int]  # (how a conversation is continued, prefix length, prefix hash): the oracle's
 
 
 @dataclass
@@ -135,6 +135,7 @@ class Held:
     spans: int = 0
     last: float = 0.0
     exits: list[Key] = field(default_factory=list)
+    late: str | None = None  # the first trace of a conversation already judged that this one continues
 
 
 @dataclass(frozen=True)
@@ -148,34 +149,40 @@ class Conversation:
 class HeldConversations:
     """Conversations stitched from one model client's traces as they close, in order of their last trace (oldest
     first). A closed trace that is such a call joins the held conversation whose last call its request continues
-    (matched by the prefix keys the oracle computes, :func:`loopspec.oracle.conversation_keys`; the oracle then
-    stitches the joined traces exactly, as ``check`` does on a file) — or starts one. A key shared by two held
-    conversations joins neither. At most ``max_open`` are held: the oldest beyond is judged as it stands."""
+    (matched by the prefix keys the oracle computes, :func:`loopspec.oracle.check_trace`; the oracle then
+    stitches the joined traces exactly, as ``check`` does on a file) — or starts one. A trace that fits two held
+    conversations joins neither. At most ``max_open`` are held: the oldest beyond is judged as it stands. A
+    conversation already judged (no trace continued it for ``idle`` seconds) can no longer be continued: a later
+    trace of it is judged as a run that starts mid-conversation."""
 
-    def __init__(self, *, idle: float, max_open: int) -> None:
-        if idle <= 0 or max_open < 1:
-            raise ValueError("idle must be > 0, max_open >= 1")
+    def __init__(self, *, idle: float, max_open: int, remember: int = 100_000) -> None:
+        if idle <= 0 or max_open < 1 or remember < 1:
+            raise ValueError("idle must be > 0, max_open and remember >= 1")
         self.idle = idle
         self.max_open = max_open
+        self.remember = remember
         self.held: OrderedDict[int, Held] = OrderedDict()
         self.index: dict[Key, set[int]] = {}
+        self.judged: OrderedDict[Key, str] = OrderedDict()  # exit keys of judged conversations -> their first trace
         self.spans = 0
         self._next = 0
 
     def add(self, c: Closed, entry: list[Key], exits: list[Key], now: float) -> None:
-        """Hold the closed trace ``c``: with the conversation one of whose exit keys is its longest entry key found,
-        else as a conversation of its own."""
-        h: Held | None = None
-        for k in entry:  # longest prefix first
-            ids = self.index.get(k)
-            if ids:
-                if len(ids) == 1:
-                    h = self.held[next(iter(ids))]
+        """Hold the closed trace ``c``: with the held conversation whose last call it continues, when exactly one
+        does (any of its entry keys among that conversation's exit keys, and no other's), else as a conversation of
+        its own — the rule the oracle stitches by (:mod:`loopspec.oracle._group.stitch`)."""
+        found: set[int] = set()
+        for k in entry:
+            found |= self.index.get(k, set())
+            if len(found) > 1:
                 break
+        h = self.held[next(iter(found))] if len(found) == 1 else None
         if h is None:
             h = Held(self._next)
             self._next += 1
             self.held[h.id] = h
+            if not found:
+                h.late = next((self.judged[k] for k in entry if k in self.judged), None)
         else:
             self.held.move_to_end(h.id)
             self._unindex(h)
@@ -199,8 +206,17 @@ class HeldConversations:
         self.held.pop(h.id, None)
         self._unindex(h)
         self.spans -= h.spans
+        for k in h.exits:  # a trace that continues it later is told so (a bounded memory of them)
+            self.judged[k] = h.traces[0].trace
+            self.judged.move_to_end(k)
+        while len(self.judged) > self.remember:
+            self.judged.popitem(last=False)
         tmpl = CONVERSATION_CLOSED_BY[reason]
-        return Conversation(h.traces, h.spans, reason, tmpl.format(max_open=self.max_open) if tmpl else None)
+        notes = [tmpl.format(max_open=self.max_open)] if tmpl else []
+        if h.late is not None:
+            notes.append(f"it continues the conversation of trace {h.late}, judged already (no trace had continued "
+                         f"it for {self.idle:g} s, --idle): judged as a run of its own")
+        return Conversation(h.traces, h.spans, reason, "; ".join(notes) or None)
 
     def overflow(self) -> list[Conversation]:
         out = []

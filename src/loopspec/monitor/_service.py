@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO, Any, Final
 
-from ..oracle import InputError, RunRecord, Summary, conversation_keys, read_text_input
+from ..oracle import FileResult, InputError, RunRecord, Summary, check_trace, read_text_input
 from ..spec.loader import Spec
 from . import _otlp
 from ._runs import Closed, Conversation, HeldConversations, OpenTraces
@@ -162,7 +162,8 @@ class Monitor:
                                  remember=settings.remember_closed)
         # one model client's traces (a model call each), held by the judge thread until no trace continues their
         # conversation for --idle seconds, then judged together (the oracle stitches them, as check does)
-        self.conversations = HeldConversations(idle=settings.idle, max_open=settings.max_open_runs)
+        self.conversations = HeldConversations(idle=settings.idle, max_open=settings.max_open_runs,
+                                               remember=settings.remember_closed)
         self.lock = threading.Lock()  # the open traces and the held-span count
         self.pending_spans = 0  # closed, waiting for the judge
         self.judge_q: queue.Queue[Closed | None] = queue.Queue()
@@ -335,22 +336,27 @@ class Monitor:
         """Judge a closed trace — or, when it is one model client's call (a trace of model calls only, no agent
         invocation), hold it with the conversation it continues (True): that is judged once no trace has
         continued it for ``--idle`` seconds."""
-        doc = _otlp.document(c.fragments)
-        keys = conversation_keys(doc)
+        t0 = time.perf_counter()
+        keys, res = check_trace(_otlp.document(c.fragments), f"otlp-http:{c.trace}", spec=self.spec)
         if keys is not None:
             self.conversations.add(c, keys[0], keys[1], self.clock())
             return True
+        assert res is not None
         mon: dict[str, Json] = {"trace": c.trace, "closedBy": c.reason}
         if c.note is not None:
             mon["note"] = c.note
-        self._judge_document(doc, c.trace, 1, mon, [c.reason] if c.note is not None else [])
+        self._report(res, time.perf_counter() - t0, c.trace, 1, mon, [c.reason] if c.note is not None else [])
         return False
 
     def _judge_document(self, doc: bytes, trace: str, traces: int, mon: dict[str, Json],
                         incomplete: list[str]) -> None:
         t0 = time.perf_counter()
         res = read_text_input(doc, name=f"otlp-http:{trace}", input_format="otlp-json", spec=self.spec)
-        self.metrics.latency.observe(time.perf_counter() - t0)
+        self._report(res, time.perf_counter() - t0, trace, traces, mon, incomplete)
+
+    def _report(self, res: FileResult, seconds: float, trace: str, traces: int, mon: dict[str, Json],
+                incomplete: list[str]) -> None:
+        self.metrics.latency.observe(seconds)
         self.traces_judged += traces
         self.summary.events += res.summary.events
         for reason in incomplete:

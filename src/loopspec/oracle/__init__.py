@@ -33,7 +33,7 @@ Layer: a driver, beside ``fuzz``, ``checker`` and ``render`` (none of which it i
 
 from __future__ import annotations
 
-from ._check import INPUT_FORMATS, FileResult, check_file, conversation_keys, iter_check_file, read_text_input
+from ._check import INPUT_FORMATS, FileResult, check_file, check_trace, iter_check_file, read_text_input
 from ._options import Options
 from ._records import LEDGER_ASSUMPTIONS, LEDGER_NOT_WITNESSED, InputError, RunRecord, Summary
 
@@ -47,7 +47,7 @@ __all__ = [
     "RunRecord",
     "Summary",
     "check_file",
-    "conversation_keys",
+    "check_trace",
     "iter_check_file",
     "read_text_input",
 ]

@@ -14,7 +14,7 @@ shared data below the stages, never an earlier stage. Per format:
 * **transcripts and framework histories**: documents (:mod:`._read.documents`) → conversations, each read in
   the format it shows (:mod:`._read.conversations`; a conversation is one run) → the conversation judge
   (:mod:`._judge.conversation`) → records;
-* **telemetry** (OTLP/JSON, console): documents → spans (:mod:`._read.telemetry`) → runs by trace and agent
+* **telemetry** (OTLP/JSON, console, the Agents SDK's own traces): documents → spans (:mod:`._read.telemetry`, :mod:`._read.agents_trace`) → runs by trace and agent
   invocation, each with its conversation read from its spans (:mod:`._group.telemetry`; a trace's spans
   may be anywhere in the file, so every span is read first) → the conversation judge, with what the
   spans record (:mod:`._judge.telemetry`) → records;
@@ -44,6 +44,7 @@ from ._judge.ledger import RunChecker
 from ._judge.telemetry import judge_run
 from ._judge.trace import judge_trace, trace_events
 from ._options import DEFAULT_OPTIONS, Options
+from ._read.agents_trace import read_items as read_agents_items
 from ._read.conversations import conversations
 from ._read.documents import NDJSON_HINT, Doc, documents
 from ._read.histories import FORMATS as HISTORY_FORMATS
@@ -56,7 +57,7 @@ from ._tables import EVENT_TYPES, tables_for
 
 Json = Any
 
-TELEMETRY_FORMATS: Final = ("otlp-json", "otel-console")
+TELEMETRY_FORMATS: Final = ("otlp-json", "otel-console", "openai-agents-trace")
 INPUT_FORMATS: Final = ("auto", "ledger", "trace", *TRANSCRIPT_FORMATS, *HISTORY_FORMATS, *TELEMETRY_FORMATS)
 
 
@@ -145,23 +146,45 @@ def read_text_input(data: bytes, name: str = "<memory>", **kw: Any) -> FileResul
     return res
 
 
-def conversation_keys(data: bytes) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
-    """For an OTLP/JSON document holding one trace (what ``loopspec monitor`` judges): when the trace is one model
-    client's call (no agent invocation, model calls only), the keys of the conversation it may continue and of where
-    it may itself be continued — ``(length, hash)`` of message prefixes, as the group stage stitches such traces
-    (:mod:`._group.stitch`); None for any other trace, or one that cannot be read. Hashes are of this process."""
+Keys = tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]
+
+
+def check_trace(data: bytes, name: str = "<trace>", *, spec: Spec | None = None) -> tuple[Keys | None,
+                                                                                            FileResult | None]:
+    """One trace as an OTLP/JSON document (what ``loopspec monitor`` judges), read once: when it is one model
+    client's call (no agent invocation, model calls only) that may belong to a longer conversation, the keys of the
+    conversation it may continue and of where it may itself be continued — message prefixes (how, length, hash), as
+    the group stage stitches such traces (:mod:`._group.stitch`; hashes of this process) — and no verdict yet (the
+    caller judges it with the traces of its conversation); for any other trace, its verdicts, exactly as
+    :func:`read_text_input` gives them."""
+    spec = spec or default_spec()
     fh = io.BytesIO(data)
     head = _detect.detect(fh, "otlp-json", DEFAULT_OPTIONS)  # 1. detect
     if head.first is None or head.early:
-        return None
-    docs = documents(head.first, itertools.chain(head.peeked, head.lines), head.one_line, "<trace>",  # 2. read
+        return None, read_text_input(data, name, input_format="otlp-json", spec=spec)
+    docs = documents(head.first, itertools.chain(head.peeked, head.lines), head.one_line, name,  # 2. read
                      DEFAULT_OPTIONS, head.doc if head.one_line or head.whole else None, whole=head.whole)
     spans = []
-    for s in read_spans(docs, "<trace>", "otlp-json"):
+    errors = []
+    for s in read_spans(docs, name, "otlp-json"):
         if isinstance(s, InputError):
-            return None
-        spans.append(s)
-    return group_telemetry.conversation_keys(spans)  # 3. group
+            errors.append(s)
+        else:
+            spans.append(s)
+    if not errors and len(spans) <= MAX_SPANS:
+        keys = group_telemetry.conversation_keys(spans)  # 3. group
+        if keys is not None:
+            return keys, None
+    res = FileResult()
+    res.summary.files += 1
+    for e in errors:
+        res.summary.input_errors += 1
+        res.add_error(e)
+    if len(spans) <= MAX_SPANS:
+        for rec in _judge_spans(spans, name, "otlp-json", spec, res.summary):  # 3. group, 4. judge, 5. record
+            res.summary.add(rec)
+            res.records.append(rec)
+    return None, res
 
 
 def _check_open(fh: IO[bytes], name: str, fmt: str, opts: Options, spec: Spec,
@@ -262,13 +285,18 @@ def _check_telemetry(docs: Iterator[Doc | InputError], name: str, fmt: str, spec
     """Read every span of the file (a trace's spans may be anywhere in it), group them into runs and judge
     each run's conversation and executions."""
     spans = []
-    for s in read_spans(docs, name, fmt):  # 2. read
+    read = read_agents_items(docs, name) if fmt == "openai-agents-trace" else read_spans(docs, name, fmt)
+    for s in read:  # 2. read
         if isinstance(s, InputError):
             yield s
         else:
             spans.append(s)
     if len(spans) > MAX_SPANS:
         return
+    yield from _judge_spans(spans, name, fmt, spec, summary)
+
+
+def _judge_spans(spans: list[Any], name: str, fmt: str, spec: Spec, summary: Summary) -> Iterator[RunRecord]:
     t = tables_for(spec)
     for r in group_telemetry.runs(spans):  # 3. group
         summary.events += r.spans  # a run's events are its model calls and executions, as its record says

@@ -10,9 +10,13 @@ Formats (``--input-format``):
   ``messages_to_dict``), read like transcripts;
 * ``otlp-json`` / ``otel-console`` — OpenTelemetry traces (OTLP/JSON lines, the SDK console
   exporter's JSON), grouped into runs by trace and agent invocation;
+* ``openai-agents-trace`` — the OpenAI Agents SDK's own tracing: the traces and spans it exports
+  (``trace.export()`` / ``span.export()`` a line, or its exporter's ``{"data": [...]}`` payloads), grouped
+  into runs like telemetry;
 * ``auto`` (default) — decided per file from its first document: a ledger event (an object with ``run``
   and a ledger ``type``) means a ledger, a ``loopspec-trace/1`` object a trace file, an object with
-  ``resourceSpans`` OTLP/JSON, a span as the console exporter prints it (``context.trace_id``, alone or
+  ``resourceSpans`` OTLP/JSON, an Agents SDK trace or span (``"object": "trace" | "trace.span"``, alone, in
+  an array or in ``{"data": [...]}``) the Agents SDK's tracing, a span as the console exporter prints it (``context.trace_id``, alone or
   in an array) console JSON; anything else is a transcript file (``transcript``), whose format is decided
   conversation by conversation as it is read (:func:`~loopspec.oracle._read.transcripts.conversations`).
 
@@ -34,6 +38,7 @@ from typing import IO, Any, Final
 from ..judge.verdict import TRACE_FORMAT
 from ..support import safejson
 from ._options import Options
+from ._read.agents_trace import is_agents_trace
 from ._tables import EVENT_TYPES
 
 Json = Any
@@ -156,6 +161,8 @@ def kind_of(doc: Json) -> str:
 def telemetry_kind(doc: Json) -> str | None:
     if is_otlp(doc):
         return "otlp-json"
+    if is_agents_trace(doc):
+        return "openai-agents-trace"
     if is_console_span(doc) or (isinstance(doc, list) and doc and is_console_span(doc[0])):
         return "otel-console"
     return None

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _json
+from .._items import TranscriptError
 
 Json = Any
 NMsg = tuple[Any, ...]
@@ -98,12 +99,12 @@ def _prior_rounds(msgs: Sequence[NMsg]) -> bool:
 
 @dataclass
 class Exit:
-    """Where a conversation may be continued: its last call's input (and output)."""
+    """Where a conversation may be continued: its last call's input (and output, ``extends``). Its messages are not
+    kept (they are read again from the call's span to confirm a hash hit): memory holds a few numbers per trace."""
 
     conv: int
     run: int  # index of the run (in the candidates) whose last call this is
     kind: str  # extends | resends
-    msgs: tuple[NMsg, ...]
     start: int
     end: int
 
@@ -124,134 +125,193 @@ class Stitched:
     why_not: dict[int, str]
 
 
+Loaded = tuple[tuple[NMsg, ...] | None, tuple[NMsg, ...] | None, tuple[NMsg, ...] | None, bool]
+
+
 @dataclass
 class Candidate:
-    """A run that may be stitched: its trace, its first request's input and its last call's input and output
-    (normalised; None when not recorded), whether that output proposed tool calls, and when the calls ran."""
+    """A run that may be stitched: its trace, when its calls ran, and ``load`` giving its first request's input and
+    its last call's input and output (normalised; None when not recorded) and whether that output proposed tool
+    calls — read from the spans each time it is needed, never held."""
 
     trace: str
-    first_input: tuple[NMsg, ...] | None
-    last_input: tuple[NMsg, ...] | None
-    last_output: tuple[NMsg, ...] | None
-    proposes: bool
+    load: Callable[[], Loaded]
     first_start: int
     last_start: int
     last_end: int
 
 
+#: how many conversations ending alike a request's history is compared with before it is left unstitched
+CROWD = 16
+
+
+#: an exit's key: how it may be continued (``extends`` | ``resends``), the prefix's length and its chain hash
+Key = tuple[str, int, int]
+
+
+def _exits(i: int, c: Candidate, conv: int, got: Loaded) -> list[tuple[Key, Exit]]:
+    _, last_in, last_out, proposes = got
+    out: list[tuple[Key, Exit]] = []
+    if last_in is None:
+        return out
+    if last_out:
+        msgs = last_in + last_out
+        out.append((("extends", len(msgs), _chain(msgs)[-1]), Exit(conv, i, "extends", c.last_start, c.last_end)))
+    if last_out is None or proposes:
+        out.append((("resends", len(last_in), _chain(last_in)[-1]), Exit(conv, i, "resends", c.last_start,
+                                                                          c.last_end)))
+    return out
+
+
+def _exit_msgs(e: Exit, got: Loaded) -> tuple[NMsg, ...] | None:
+    _, last_in, last_out, _ = got
+    if last_in is None:
+        return None
+    return last_in + (last_out or ()) if e.kind == "extends" else last_in
+
+
 def stitch(cands: Sequence[Candidate]) -> Stitched:
-    """Join candidates (in the order given: by their first call's start) into conversations."""
-    index: dict[tuple[int, int], list[Exit]] = {}
+    """Join candidates (in the order given: by their first call's start) into conversations.
+
+    A request is stitched to a conversation when that conversation's last call (its tip) is the only tip, of every
+    conversation so far, that the request continues — extends it, or re-sends it — at any prefix length; when the
+    tips of two conversations qualify it is ambiguous, and when only calls that were already continued qualify it
+    is a fork: either way it starts a run of its own, which says why. Only tips are indexed (a call that has been
+    continued moves to ``stale``, kept to name a fork), and the search stops at the second conversation found, so
+    a crowd of identical conversations costs no more than distinct ones."""
+    index: dict[Key, list[Exit]] = {}  # the tips' exits
+    stale: dict[Key, Exit] = {}  # the first exit under each key of a call already continued
+    tip_keys: dict[int, list[Key]] = {}  # conversation -> its tip's keys
     convs: list[Conversation] = []
-    conv_of: dict[int, int] = {}
     why_not: dict[int, str] = {}
 
-    def register(i: int, conv: int) -> None:
-        c = cands[i]
-        if c.last_input is None:
-            return
-        if c.last_output:
-            msgs = c.last_input + c.last_output
-            index.setdefault((len(msgs), _chain(msgs)[-1]), []).append(
-                Exit(conv, i, "extends", msgs, c.last_start, c.last_end))
-        if c.last_output is None or c.proposes:
-            msgs = c.last_input
-            index.setdefault((len(msgs), _chain(msgs)[-1]), []).append(
-                Exit(conv, i, "resends", msgs, c.last_start, c.last_end))
+    def register(i: int, conv: int, got: Loaded) -> None:
+        for key in tip_keys.pop(conv, []):
+            lst = index.get(key, [])
+            for e in [e for e in lst if e.conv == conv]:
+                lst.remove(e)
+                stale.setdefault(key, e)
+            if not lst:
+                index.pop(key, None)
+        keys = []
+        for key, e in _exits(i, cands[i], conv, got):
+            index.setdefault(key, []).append(e)
+            keys.append(key)
+        tip_keys[conv] = keys
 
-    def new(i: int) -> None:
+    def new(i: int, got: Loaded) -> None:
         convs.append(Conversation([i], [], i))
-        conv_of[i] = len(convs) - 1
-        register(i, len(convs) - 1)
+        register(i, len(convs) - 1, got)
+
+    loaded: dict[int, Loaded] = {}  # the exits read again while one request is matched
+
+    def fits(e: Exit, k: int, c: Candidate, inp: tuple[NMsg, ...]) -> bool:
+        """Does the request ``c`` (input ``inp``) continue exit ``e`` at prefix length ``k``: after it (an answer is
+        carried only once given; a re-sent request comes after the call ended), with exactly its messages?"""
+        timely = ((e.kind == "extends" and e.start <= c.first_start)
+                  or (e.kind == "resends" and k == len(inp) and e.end <= c.first_start))
+        if not timely:
+            return False
+        if e.run not in loaded:
+            loaded[e.run] = cands[e.run].load()
+        return _exit_msgs(e, loaded[e.run]) == inp[:k]
 
     for i, c in enumerate(cands):
-        inp = c.first_input
+        try:
+            got = c.load()
+        except TranscriptError:  # its messages cannot be read: its run says so, unstitched
+            got = (None, None, None, False)
+        inp = got[0]
+        loaded.clear()
         if inp is None or not _prior_rounds(inp):
-            new(i)
+            new(i, got)
             continue
         h = _chain(inp)
-        found: list[Exit] = []
-        for k in range(len(inp), 0, -1):
-            hits = index.get((k, h[k]))
-            if not hits:
-                continue
-            ok = [e for e in hits if e.msgs == inp[:k] and e.run != i and (
-                (e.kind == "extends" and e.start <= c.first_start)
-                or (e.kind == "resends" and k == len(inp) and e.end <= c.first_start))]
-            if ok:
-                found = ok
+        found: dict[int, Exit] = {}  # conversation -> its tip's exit this request continues
+        forked: Exit | None = None
+        crowd = False
+        keys = [("resends", len(inp), h[-1])] + [("extends", k, h[k]) for k in range(len(inp), 0, -1)]
+        for key in keys:  # a re-sent request is its whole input; an extended one any prefix of it
+            k = key[1]
+            hits = index.get(key, ())
+            for n_seen, e in enumerate(hits):
+                if n_seen >= CROWD:
+                    crowd = True
+                    break
+                if e.conv not in found and fits(e, k, c, inp):
+                    found[e.conv] = e
+                    if len(found) > 1:
+                        break
+            if len(found) > 1 or crowd:
                 break
-        if not found:
-            new(i)
+            if forked is None and not found:
+                st = stale.get(key)
+                if st is not None and fits(st, k, c, inp):
+                    forked = st
+        if len(found) != 1 or crowd:
+            if crowd:
+                why_not[i] = (f"more than {CROWD} conversations end with the history it carries: it is not stitched "
+                              "to any")
+            elif len(found) > 1:
+                traces = ", ".join(sorted(cands[e.run].trace for e in found.values()))
+                why_not[i] = (f"its history continues the last model call of more than one conversation alike "
+                              f"(traces {traces}): it is not stitched to any")
+            elif forked is not None:
+                why_not[i] = (f"its history continues the model call of trace {cands[forked.run].trace}, which a later "
+                              f"request (trace {cands[convs[forked.conv].tip].trace}) already continued: a fork, not "
+                              "stitched")
+            new(i, got)
             continue
-        conv_ids = sorted({e.conv for e in found})
-        if len(conv_ids) > 1:
-            traces = ", ".join(sorted({cands[e.run].trace for e in found}))
-            why_not[i] = (f"its history matches {len(conv_ids)} earlier conversations alike (traces {traces}): it is "
-                          "not stitched to either")
-            new(i)
-            continue
-        conv = convs[conv_ids[0]]
-        at_tip = [e for e in found if e.run == conv.tip]
-        if not at_tip:
-            e = found[0]
-            why_not[i] = (f"its history continues the model call of trace {cands[e.run].trace}, which a later request "
-                          f"(trace {cands[conv.tip].trace}) already continued: a fork, not stitched")
-            new(i)
-            continue
-        e = at_tip[0]
+        ((conv_id, e),) = found.items()
+        conv = convs[conv_id]
         prev = cands[e.run]
-        n_in = len(prev.last_input or ())
+        _, p_in, p_out, p_proposes = loaded[e.run]
+        n_in = len(p_in or ())
         if e.kind == "extends":
-            rest = inp[len(e.msgs):]
-            ids = [p[1] for _, parts in (prev.last_output or ()) for p in parts if p[0] == "tool_call"]
+            n_msgs = n_in + len(p_out or ())
+            rest = inp[n_msgs:]
+            ids = [p[1] for _, parts in (p_out or ()) for p in parts if p[0] == "tool_call"]
             answered = sum(1 for _, parts in rest for p in parts if p[0] == "tool_call_response")
             ev = (f"trace {c.trace}'s first request carries trace {prev.trace}'s last request ({n_in} message(s)) and "
-                  f"its output ({len(e.msgs) - n_in} message(s)"
+                  f"its output ({n_msgs - n_in} message(s)"
                   + (f", tool call id(s) {', '.join(str(x) for x in ids)}" if ids else "")
                   + f"), then {len(rest)} more message(s)"
                   + (f" ({answered} tool result(s))" if answered else ""))
         else:
             ev = (f"trace {c.trace}'s first request re-sends trace {prev.trace}'s last request ({n_in} message(s)) "
-                  "without its " + ("output, which proposed tool calls" if prev.proposes else "output (not recorded)"))
+                  "without its " + ("output, which proposed tool calls" if p_proposes else "output (not recorded)"))
         conv.runs.append(i)
         conv.evidence.append(ev)
         conv.tip = i
-        conv_of[i] = conv_ids[0]
-        register(i, conv_ids[0])
+        register(i, conv_id, got)
     return Stitched(convs, why_not)
 
 
 def candidate(trace: str, chats: Sequence[Any], read: Callable[[Any], tuple[Any, Any, str, str]]) -> Candidate:
     """The candidate of a run whose spans are ``chats`` (model calls, in order), ``read`` giving a call's (input,
-    output) messages."""
-    first_in, _, _, _ = read(chats[0])
-    last_in, last_out, _, _ = read(chats[-1])
-    proposes = bool(last_out) and any(p.type == "tool_call" for m in last_out for p in m.parts)
-    return Candidate(trace, normalise(first_in) if first_in is not None else None,
-                     normalise(last_in) if last_in is not None else None,
-                     normalise(last_out) if last_out is not None else None, proposes,
-                     chats[0].start, chats[-1].start, chats[-1].end)
+    output) messages (a ``TranscriptError`` it raises leaves the run unstitched: its run reports it)."""
+    first, last = chats[0], chats[-1]
+
+    def load() -> Loaded:
+        first_in, _, _, _ = read(first)
+        last_in, last_out, _, _ = read(last) if last is not first else read(first)
+        proposes = bool(last_out) and any(p.type == "tool_call" for m in last_out for p in m.parts)
+        f = normalise(first_in) if first_in is not None else None
+        li = f if last is first else normalise(last_in) if last_in is not None else None
+        return f, li, normalise(last_out) if last_out is not None else None, proposes
+
+    return Candidate(trace, load, first.start, last.start, last.end)
 
 
-def entry_keys(c: Candidate) -> list[tuple[int, int]]:
-    """The keys under which the conversation a candidate continues may be indexed (``(length, hash)`` of each prefix
-    of its first request's input, longest first); none when that request carries no earlier round."""
-    inp = c.first_input
-    if inp is None or not _prior_rounds(inp):
-        return []
-    h = _chain(inp)
-    return [(k, h[k]) for k in range(len(inp), 0, -1)]
-
-
-def exit_keys(c: Candidate) -> list[tuple[int, int]]:
-    """The keys a later request's prefix must have to continue this candidate (as :func:`stitch` registers them)."""
-    out = []
-    if c.last_input is None:
-        return out
-    if c.last_output:
-        msgs = c.last_input + c.last_output
-        out.append((len(msgs), _chain(msgs)[-1]))
-    if c.last_output is None or c.proposes:
-        out.append((len(c.last_input), _chain(c.last_input)[-1]))
-    return out
+def keys(c: Candidate) -> tuple[list[Key], list[Key]]:
+    """The keys of a candidate, read once: under which the conversation it continues may be indexed (its whole first
+    request re-sent, then each prefix of it extended, longest first; none when that request carries no earlier
+    round), and those a later request's prefix must have to continue it (as :func:`stitch` indexes them). Raises
+    ``TranscriptError`` when its messages cannot be read."""
+    got = c.load()
+    inp = got[0]
+    entry: list[Key] = []
+    if inp is not None and _prior_rounds(inp):
+        h = _chain(inp)
+        entry = [("resends", len(inp), h[-1])] + [("extends", k, h[k]) for k in range(len(inp), 0, -1)]
+    return entry, [key for key, _ in _exits(0, c, 0, got)]

@@ -1,8 +1,10 @@
 """Grouping OpenTelemetry spans into runs, and reading each run's conversation from its spans.
 
 Spans are grouped into **runs**: by trace, then by the nearest agent-invocation ancestor
-(``gen_ai.operation.name = invoke_agent``, OpenInference ``AGENT``, pydantic-ai's older ``agent run``),
-and ordered by start time (then parents before children, then file order). A run's model calls
+(``gen_ai.operation.name = invoke_agent``, OpenInference ``AGENT``, pydantic-ai's older ``agent run``, Logfire's
+``Agent run: …``), and ordered by start time (then parents before children, then file order); an invocation that a
+handoff started continues the run that handed off (:func:`_follow_handoffs`: the Agents SDK records each agent of
+a run as an invocation of its own). A run's model calls
 (``chat`` spans) give the conversation — the results sent back since the previous model call (in the
 request's input messages) and what the model proposed (its output messages) — and its ``execute_tool``
 spans the executions (:func:`run_items`). A model call whose recorded output holds no tool call has its calls
@@ -63,6 +65,7 @@ _OPERATIONS: Final[Mapping[str, str]] = {
     "chat": "chat", "text_completion": "chat", "generate_content": "chat",
     "execute_tool": "tool",
     "invoke_agent": "agent",
+    "handoff": "handoff",  # OpenLLMetry's Agents SDK instrumentation; the Agents SDK's own handoff spans (read so)
 }
 _OPENINFERENCE_KINDS: Final[Mapping[str, str]] = {"LLM": "chat", "TOOL": "tool", "AGENT": "agent"}
 _NAME_PREFIXES: Final = (("chat ", "chat"), ("execute_tool ", "tool"), ("running tool", "tool"),
@@ -93,16 +96,89 @@ def _langgraph(s: Span) -> str | None:
     return "graph" if md.get("ls_integration") == "langgraph" else None
 
 
+#: Logfire's spans for the Agents SDK (``logfire.instrument_openai_agents()``): the span data's exported fields as
+#: attributes, the kind told by the message template (source, logfire 5.4.0,
+#: ``logfire/_internal/integrations/openai_agents.py``: ``msg_template = 'Agent run: {name!r}'``, ``'Function:
+#: {name}'``, ``'Chat completion with {gen_ai.request.model!r}'``, ``'Handoff: {from_agent} → {to_agent}'``).
+_LOGFIRE_AGENTS: Final = (("Agent run: ", "agent"), ("Function: ", "tool"), ("Chat completion with ", "chat"),
+                          ("Responses API", "chat"), ("Handoff: ", "handoff"))
+
+
+def _logfire_agents(s: Span) -> str | None:
+    """The operation of a Logfire Agents SDK span, its attributes given the GenAI names this stage reads (the
+    exported ``input`` / ``output`` / ``name`` fields); None for any other span."""
+    tpl = s.attrs.get("logfire.msg_template")
+    if not isinstance(tpl, str) or s.attrs.get("gen_ai.system") != "openai":
+        return None
+    what = next((w for prefix, w in _LOGFIRE_AGENTS if tpl.startswith(prefix)), None)
+    a = s.attrs
+    if what == "agent" and isinstance(a.get("name"), str):
+        a.setdefault("gen_ai.agent.name", a["name"])
+    elif what == "tool":
+        for src, dst in (("name", "gen_ai.tool.name"), ("input", "gen_ai.tool.call.arguments"),
+                         ("output", "gen_ai.tool.call.result")):
+            if src in a:
+                a.setdefault(dst, a[src])
+    elif what == "chat" and tpl.startswith("Chat completion"):
+        for src, dst in (("input", "gen_ai.input.messages"), ("output", "gen_ai.output.messages")):
+            if src in a:
+                a.setdefault(dst, a[src])
+    elif what == "chat":  # the Responses model: the request's input items and the Response, as Logfire records them
+        inp, resp = _maybe_json(a.get("raw_input")), _maybe_json(a.get("response"))
+        if isinstance(inp, str):
+            inp = [{"role": "user", "content": inp}]
+        if isinstance(inp, list):
+            a.setdefault("gen_ai.input.messages", _responses_as_chat(inp))
+        if isinstance(resp, dict) and isinstance(resp.get("output"), list):
+            a.setdefault("gen_ai.output.messages", _responses_as_chat(resp["output"]))
+    return what
+
+
+def _responses_as_chat(items: list[Json]) -> list[dict[str, Json]]:
+    """Responses API items (a request's input, a response's output) as chat messages: a ``function_call`` an
+    assistant message with one tool call, a ``function_call_output`` a tool message, a message its text."""
+    out: list[dict[str, Json]] = []
+    for it in items:
+        if not isinstance(it, dict):
+            continue
+        t = it.get("type")
+        if t == "function_call":
+            out.append({"role": "assistant", "tool_calls": [
+                {"id": it.get("call_id"), "function": {"name": it.get("name"), "arguments": it.get("arguments")}}]})
+        elif t == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": it.get("call_id"), "content": it.get("output")})
+        elif t in (None, "message") and isinstance(it.get("role"), str):
+            c = it.get("content")
+            if isinstance(c, list):
+                c = "".join(p["text"] for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
+            out.append({"role": it["role"], "content": c})
+    return out
+
+
+def _openinference_handoff(s: Span) -> bool:
+    """OpenInference's Agents SDK handoff span: a ``TOOL`` span with no tool name, named ``handoff to <agent>``
+    (source, openinference-instrumentation-openai-agents 2.6.0, ``_processor.py``: ``return f"handoff to
+    {obj.span_data.to_agent}"``): the SDK switching agents, not a tool execution."""
+    return s.name.startswith("handoff to ") and "tool.name" not in s.attrs
+
+
 def operation(s: Span) -> str | None:
-    """chat | tool | agent | None (anything else: workflow steps, graph nodes, HTTP, ...). An agent invocation is
-    the run the framework made: a LangGraph graph node that OpenInference marks ``AGENT`` (the prebuilt ReAct
-    agent's node is named ``agent``) is a step of its graph's run, and the graph's own span is the invocation."""
+    """chat | tool | agent | handoff | None (anything else: workflow steps, graph nodes, HTTP, ...). An agent
+    invocation is the run the framework made: a LangGraph graph node that OpenInference marks ``AGENT`` (the prebuilt
+    ReAct agent's node is named ``agent``) is a step of its graph's run, and the graph's own span is the invocation.
+    A handoff (the Agents SDK passing the conversation to another agent) is a step too: the invocation it starts
+    continues the same run (:func:`_follow_handoffs`)."""
+    logfire = _logfire_agents(s)
+    if logfire is not None:
+        return logfire
     op = s.attrs.get("gen_ai.operation.name")
     if isinstance(op, str) and op in _OPERATIONS:
         return _OPERATIONS[op]
     kind = s.attrs.get("openinference.span.kind")
     if isinstance(kind, str) and kind in _OPENINFERENCE_KINDS:
         what = _OPENINFERENCE_KINDS[kind]
+        if what == "tool" and _openinference_handoff(s):
+            return "handoff"
         if what == "agent" and _langgraph(s) == "node":
             return None
         return what
@@ -348,6 +424,7 @@ class Run:
     stitched: list[str] = field(default_factory=list)  # the evidence of each join (see .stitch)
     not_stitched: str | None = None  # why a run whose first request carries earlier rounds was not stitched
     chunks: dict[str, list[Span]] = field(default_factory=dict)  # chat span id -> its output chunks' spans, in order
+    handoffs: list[str] = field(default_factory=list)  # the agents a run went through, when it handed off
 
 
 def _chunks(group: Sequence[Span], index: Mapping[str, Span]) -> dict[str, list[Span]]:
@@ -464,6 +541,10 @@ def group_runs(spans: Sequence[Span]) -> list[Run]:
         if stray and len(members) > 1 and all(s.op == "tool" for s in stray):
             _attach(stray, members, index, execution)
             del members[None]
+        handed = _follow_handoffs(group, index, owner)
+        for b, a in handed.items():  # the invocation a handoff started continues the run that handed off
+            members.setdefault(a, []).extend(members.pop(b, []))
+            counts[a] = counts.get(a, 0) + counts.pop(b, 0)
         memo: dict[str, int] = {}
         depth = {s.span: _depth(s, index, memo) for s in group}
         chunked = _chunks(group, index)
@@ -474,10 +555,47 @@ def group_runs(spans: Sequence[Span]) -> list[Run]:
             rid = trace if len(keys) == 1 else f"{trace}/{a or 'no-agent'}"
             parents = {s.span: index[s.parent] for s in ms if s.op == "tool" and s.parent and s.parent in index}
             chunks = {s.span: chunked[s.span] for s in ms if s.op == "chat" and s.span in chunked}
+            agents = [index[a].span] if a in index else []
+            agents += [b for b, root in handed.items() if root == a]
             runs.append(Run(rid, ms, index.get(a) if a else None, counts.get(a, 0), parents, merged,
+                            handoffs=[_agent_name(index[x]) for x in sorted(agents, key=lambda x: index[x].start)
+                                      if x in index] if len(agents) > 1 else [],
                             chunks=chunks))
     runs.sort(key=lambda r: min(s.order for s in r.spans))
     return runs
+
+
+def _agent_name(s: Span) -> str:
+    name = _attr(s, "agent.name")
+    return name if isinstance(name, str) else s.name
+
+
+def _follow_handoffs(group: Sequence[Span], index: Mapping[str, Span], owner: dict[str, str | None]) -> dict[str, str]:
+    """Agent invocations that continue another's run: the Agents SDK records each agent a run goes through as an
+    invocation of its own, side by side under the run's span, and a handoff span inside the one that handed off
+    (the SDK's own tracing, OpenInference, OpenLLMetry, Logfire: observed in the recordings). The invocation a
+    handoff starts is the first one under the same parent that starts after the handoff did (whose agent is the
+    handoff's target, when the span names it); it continues the run of the invocation holding the handoff.
+    Returns invocation -> the invocation whose run it continues (the first of the chain)."""
+    handoffs = sorted((s for s in group if s.op == "handoff"), key=lambda s: (s.start, s.order))
+    if not handoffs:
+        return {}
+    agents = sorted((s for s in group if s.op == "agent"), key=lambda s: (s.start, s.order))
+    cont: dict[str, str] = {}
+    for h in handoffs:
+        a = _agent_of(h, index, owner)
+        if a is None or a not in index:
+            continue
+        src = index[a]
+        target = next((h.attrs[k] for k in ("to_agent", "gen_ai.handoff.to_agent", "output.value")
+                       if isinstance(h.attrs.get(k), str)), None)
+        later = [b for b in agents if b.span != a and b.parent == src.parent and b.start >= h.start
+                 and b.span not in cont and b.span not in cont.values()]
+        named = [b for b in later if target is not None and _agent_name(b) == target]
+        nxt = (named or later)[:1]
+        if nxt:
+            cont[nxt[0].span] = cont.get(a, a)
+    return cont
 
 
 def _attach(stray: list[Span], members: dict[str | None, list[Span]], index: Mapping[str, Span],
@@ -563,13 +681,16 @@ def _earlier(inp: list[Message]) -> int:
     return len(inp)
 
 
-def run_items(run: Run) -> RunItems:
+Read = Any  # a Span -> chat_messages(span) function
+
+
+def run_items(run: Run, read: Read = None) -> RunItems:
     """The conversation and executions of a run as transcript items (see _judge.conversation.check_items), and the
     facts its verdict's coverage is decided from (``RunItems.facts``)."""
     items: list[Item] = []
     chats = [s for s in run.spans if s.op == "chat"]
     tools_spans = [s for s in run.spans if s.op == "tool"]
-    msgs = [chat_messages(s) for s in chats]
+    msgs = [(read or chat_messages)(s) for s in chats]
     recorded: list[str] = []
     notes: list[str] = []
     facts: dict[str, Any] = {"modelCalls": len(chats), "inputsMissing": sum(m[0] is None for m in msgs),
@@ -581,6 +702,9 @@ def run_items(run: Run) -> RunItems:
         recorded.append("messages")
     if tools_spans:
         recorded.append("executions")
+    if run.handoffs:
+        notes.append(f"the run hands off between agents ({' → '.join(run.handoffs)}): one run, each agent's "
+                     "invocation a step of it; a handoff is carried out by the framework (no tool span)")
     if run.traces:
         notes.append(f"stitched from {len(run.traces)} traces, one model call each as the model client recorded them "
                      f"(the first is the run's start): {'; '.join(run.stitched)}")
@@ -619,8 +743,13 @@ def run_items(run: Run) -> RunItems:
         facts["historyProposals"] += history
         open_proposal = True
 
+    unknown = False  # the latest model call's output is not recorded: what it proposed is unknown
+    unjudged = 0
     for pos, s in enumerate(run.spans):
         if s.op == "tool":
+            if unknown:  # no proposal to match it to: judging it would invent one (or a violation)
+                unjudged += 1
+                continue
             items.append(Item("execution", pos, s.path, s.line, execution=execs[id(s)]))
             continue
         k = chat_pos[id(s)]
@@ -650,6 +779,7 @@ def run_items(run: Run) -> RunItems:
                             proposal(pos, where, s.line, m.calls(), history=True)
                         elif any(p.type == "text" for p in m.parts):
                             items.append(Item("final", pos, where, s.line))
+                facts["history"] = {"path": f"{base}['{in_key}'][", "line": s.line}  # where those rounds are read
                 notes.append(f"the run starts mid-conversation: its first model call carries {n} earlier message(s), "
                              "read as a transcript of the earlier rounds (what ran for them is not in this run)")
             else:
@@ -701,6 +831,7 @@ def run_items(run: Run) -> RunItems:
                 where_out = f"{chats[k + 1].path}.attributes['{msgs[k + 1][2]}']"
                 notes.append(f"the calls of model call {k + 1} are read from the next request's history (its "
                              "recorded output holds no tool calls)")
+        unknown = not calls and out is None
         if calls:
             proposal(pos, where_out, s.line, calls, at=at)
         elif out is not None:
@@ -712,6 +843,13 @@ def run_items(run: Run) -> RunItems:
             if k + 1 == len(chats):
                 notes.append("the last model call's output is not recorded: whether it was the final answer is "
                              "unknown")
+    if unjudged:
+        facts["executionsUnjudged"] = unjudged
+        notes.append(f"{unjudged} execution(s) follow a model call whose output is not recorded: with no proposal to "
+                     "match them to, they are not judged")
+    if chats and all(m[0] is None and m[1] is None for m in msgs):
+        notes.append(f"the {len(chats)} model call span(s) record no messages (content capture off, or spans that "
+                     "hold none: the Agents SDK's response spans record only the response id)")
     if open_proposal:
         notes.append("the results of the last proposal are in no later model call of this run: whether each call "
                      "was answered is not recorded")
@@ -737,26 +875,28 @@ def stitch_candidates(runs: Sequence[Run]) -> list[Run]:
     return [r for r in runs if r.agent is None and r.spans and all(s.op == "chat" for s in r.spans)]
 
 
-def conversation_keys(spans: Sequence[Span]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+def conversation_keys(spans: Sequence[Span]) -> tuple[list[_stitch.Key], list[_stitch.Key]] | None:
     """For the spans of one trace that is one stitchable run: the keys of the conversation it may continue and of
-    where it may be continued (:func:`.stitch.entry_keys`, :func:`.stitch.exit_keys`); None for any other trace."""
+    where it may be continued (:func:`.stitch.keys`); None for any other trace, and for one whose messages cannot be
+    read (judged by itself, its run says why)."""
     rs = group_runs(spans)
     cands = stitch_candidates(rs)
     if len(rs) != 1 or len(cands) != 1:
         return None
-    c = _stitch.candidate(cands[0].id, cands[0].spans, chat_messages)
-    return _stitch.entry_keys(c), _stitch.exit_keys(c)
+    try:
+        return _stitch.keys(_stitch.candidate(cands[0].id, cands[0].spans, chat_messages))
+    except TranscriptError:
+        return None
 
 
-def stitch_runs(runs: list[Run]) -> list[Run]:
+def stitch_runs(runs: list[Run], read: Read = None) -> list[Run]:
     """Join the runs that are one model client's traces (no agent invocation, model calls only) into conversations
     where a later request carries an earlier call's request and answer exactly (:mod:`.stitch`); the other runs are
     left as they are. A stitched run takes the place of its first trace's."""
-    cand_runs = stitch_candidates(runs)
+    cand_runs = sorted(stitch_candidates(runs), key=lambda r: (r.spans[0].start, r.spans[0].order))
     if not cand_runs:
         return runs
-    cand_runs.sort(key=lambda r: (r.spans[0].start, r.spans[0].order))
-    cands = [_stitch.candidate(r.id, r.spans, chat_messages) for r in cand_runs]
+    cands = [_stitch.candidate(r.id, r.spans, read or chat_messages) for r in cand_runs]
     got = _stitch.stitch(cands)
     for i, why in got.why_not.items():
         cand_runs[i].not_stitched = why

@@ -52,7 +52,8 @@ def run_checks(recorded: Sequence[str], tools: Mapping[str, core.ToolSchema | No
 
     if not msgs:
         put(["R2", "R6", "R7", "R11", "R12", "R28", "R32", "R3", "R4"], None,
-            "no message content is recorded (content capture off): neither the calls the model proposed nor the "
+            "no message content is recorded (content capture off, or model-call spans that hold none): neither the "
+            "calls the model proposed nor the "
             "results sent back are in the spans")
     else:
         outputs_known = out_missing == 0
@@ -157,6 +158,13 @@ def judge_run(r: TelemetryRun, fmt: str, t: Tables) -> Judged:
                                     if x in t.rule_ids else 999)
         checks["assumed"] = [x for x in checks["assumed"] if x != rule]
         checks["notWitnessed"] = [x for x in checks["notWitnessed"] if x != rule]
-        checks["why"][rule] = "the violation below is in the recorded spans"
+        hist = r.facts.get("history")
+        in_history = (isinstance(hist, dict) and tv.line == hist.get("line") and isinstance(tv.path, str)
+                      and tv.path.startswith(hist.get("path", "\0")))
+        checks["why"][rule] = ("the violation below is in the history the run's first request carries (earlier "
+                               "rounds, judged as a transcript)" if in_history
+                               else "the violation below is in the recorded spans")
+        if "from" in checks:
+            checks["from"][rule] = "history" if in_history else "spans"
     return Judged(r.id, fmt, "violates", r.spans, r.lines, summ, checks, tv.violation,
                   {"event": tv.item_pos, "path": tv.path, "line": tv.line}, {"events": tv.item_pos, "steps": tv.steps})

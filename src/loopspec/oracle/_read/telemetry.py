@@ -153,7 +153,7 @@ def otlp_spans(doc: Json, where: str, line: int, order: int = 0) -> list[Span]:
     return out
 
 
-def _iso_nanos(v: Json, where: str, line: int) -> int:
+def iso_nanos(v: Json, where: str, line: int) -> int:
     _need(isinstance(v, str), where, "must be an ISO 8601 time", line)
     m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)?", v)
     _need(m is not None, where, f"must be an ISO 8601 time, got {v!r:.40}", line)
@@ -183,8 +183,8 @@ def console_span(doc: Json, where: str, line: int, order: int = 0) -> Span:
         span=_hex_id(ctx.get("span_id"), f"{where}.context.span_id", line, digits=16) or "",
         parent=_hex_id(doc.get("parent_id"), f"{where}.parent_id", line, digits=16, optional=True),
         name=name,
-        start=_iso_nanos(doc.get("start_time"), f"{where}.start_time", line),
-        end=_iso_nanos(doc.get("end_time") or doc.get("start_time"), f"{where}.end_time", line),
+        start=iso_nanos(doc.get("start_time"), f"{where}.start_time", line),
+        end=iso_nanos(doc.get("end_time") or doc.get("start_time"), f"{where}.end_time", line),
         attrs=dict(attrs), error=status.get("status_code") == "ERROR", path=where, line=line, order=order)
 
 
