@@ -241,12 +241,20 @@ class LlamaIndexExecutor(FrameworkExecutor):
 
 
 def _calling(run: Run, name: str, received: dict[str, Json]) -> int | None:
-    """The first call of the current round with this tool and these arguments whose body was not entered yet."""
+    """The first call of the current round with this tool and these arguments whose body was not entered yet.
+
+    The body sees an optional property as ``None`` whether the call gave ``null`` or left it out (its
+    parameters default to ``None``), so both sides are compared without ``None`` values: a call
+    ``{"tenant": null}`` is not mistaken for a later ``{}`` of the same round (that made an R12 of our own)."""
     given = {k: v for k, v in received.items() if v is not None}
     for exact in (True, False):
         for i in run.round_positions():
             c = run.call(i)
-            if c.get("name") == name and i not in run.entered and (not exact or c.get("arguments") == given):
+            if c.get("name") == name and i not in run.entered and (not exact or _without_none(c.get("arguments")) == given):
                 run.entered.add(i)
                 return i
     return None
+
+
+def _without_none(arguments: Json) -> Json:
+    return {k: v for k, v in arguments.items() if v is not None} if isinstance(arguments, dict) else arguments
