@@ -313,3 +313,36 @@ def test_the_recordings_are_reproducible() -> None:
     assert r.stdout.count("\nok ") + r.stdout.startswith("ok ") == len(  # the AI SDK's, Mastra's: their recorders' test
         [c for c in json.loads((ROOT / "tests/golden/oracle/RECORDINGS.json").read_text())
          if not c["file"].startswith(("rec-ai-sdk-", "rec-mastra-"))])
+
+
+def _ai_sdk_conflict_with_tool_times(tmp_path: Path, first: tuple[int, int], second: tuple[int, int]) -> Path:
+    """The real AI SDK conflict recording (one id executed in rounds 1 and 2) with its two tool spans' times set."""
+    src = Path(__file__).resolve().parent / "golden" / "oracle" / "rec-ai-sdk-fail-conflict-executed.otlp.jsonl"
+    tools = iter([first, second])
+    lines = []
+    for line in src.read_text(encoding="utf-8").splitlines():
+        doc = json.loads(line)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    if span["name"].startswith("execute_tool"):
+                        start, end = next(tools)
+                        span["startTimeUnixNano"], span["endTimeUnixNano"] = str(start), str(end)
+        lines.append(json.dumps(doc))
+    out = tmp_path / "conflict.otlp.jsonl"
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def test_r33_needs_an_overlap_beyond_the_clock_s_millisecond(tmp_path: Path) -> None:
+    """R33 from spans: the AI SDK's tool spans start on whole milliseconds (observed, ai 7.0.185), so a second
+    execution of one id started within the first's millisecond is no evidence that both were in flight (CI met
+    R33 instead of R7 when round 2 ran within 1 ms); an overlap longer than the clock's step still is."""
+    from loopspec.oracle import check_file
+
+    t = 1_796_494_773_582_000_000  # round 1's tool starts here; round 2's at t + 1 ms (as recorded)
+    second = (t + 1_000_000, t + 1_055_000)
+    same_ms = check_file(str(_ai_sdk_conflict_with_tool_times(tmp_path, (t, t + 1_050_000), second)))
+    assert sorted({r.violation.rule for r in same_ms.records if r.violation}) == ["R7"]
+    overlap = check_file(str(_ai_sdk_conflict_with_tool_times(tmp_path, (t, t + 2_500_000), second)))
+    assert sorted({r.violation.rule for r in overlap.records if r.violation}) == ["R33"]

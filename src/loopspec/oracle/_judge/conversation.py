@@ -308,7 +308,7 @@ def check_items(fmt: str, conv_id: str, items: Sequence[Item], events: int, rule
                 assert x is not None
                 executions_seen += 1
                 prev = running.get(x.id) if isinstance(x.id, str) else None
-                if prev is not None and prev.end is not None and x.start is not None and x.start < prev.end:
+                if prev is not None and prev.end is not None and x.start is not None and x.start + _clock_step(prev, x) < prev.end:
                     c = next((pending[k] for k in rnd.with_id(x.id)), None)
                     raise _Broken("R33", "in-flight-id-executed-twice", item, c.index if c is not None else None,
                                   {"executions in flight": 1}, {"execution": x.path},
@@ -507,3 +507,17 @@ def judge_conversation(c: Conversation, rules: Mapping[str, tuple[str, ...]], al
         return Judged(c.id, c.format, "conforms", tv.events, (c.line, last), summ, checks)
     return Judged(c.id, c.format, "violates", tv.events, (c.line, last), summ, checks, tv.violation,
                   {"event": tv.item_pos, "path": tv.path, "line": tv.line}, {"events": tv.item_pos, "steps": tv.steps})
+
+
+_MS = 1_000_000
+
+
+def _clock_step(a: Execution, b: Execution) -> int:
+    """How coarse the two executions' start times are (ns): 1 ms when both are whole milliseconds (some
+    instrumentations take a span's start from ``Date.now()`` and its end from a finer clock), else 0. A start read
+    that way may be up to 1 ms early, so an overlap smaller than that is no evidence of two executions in flight
+    (R33): the AI SDK's spans of one id in two rounds, the second started within the first's millisecond, would
+    otherwise read as overlapping."""
+    if a.start is not None and b.start is not None and a.start % _MS == 0 and b.start % _MS == 0:
+        return _MS
+    return 0
