@@ -54,12 +54,23 @@ def _repeated_id(finding: Any) -> bool:
     return False
 
 
+def _repeated_in_a_response(finding: Any) -> bool:
+    """Does one response of the shrunk case's last step hold two calls under one id?"""
+    for calls in _calls(finding.steps[-1]):
+        ids = [c.get("id") for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
+        if len(ids) != len(set(ids)):
+            return True
+    return False
+
+
 def _stopped_by_rounds(finding: Any) -> bool:
     return finding.traces[-1]["events"][-1]["result"]["stopReason"] == "MAX_ROUNDS"
 
 
-def _non_object_arguments(finding: Any) -> bool:
-    return any(isinstance(c, dict) and not isinstance(c.get("arguments"), dict)
+def _malformed_call(finding: Any) -> bool:
+    """Does the shrunk case hold a malformed call (not an object, or no string id, name or object arguments)?"""
+    return any(not (isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("name"), str)
+                    and isinstance(c.get("arguments"), dict))
                for calls in _calls(finding.steps[-1]) for c in calls)
 
 
@@ -105,13 +116,18 @@ EXPECTED: dict[str, tuple[Deviation, ...]] = {
         Deviation("the tool's exception text passed to the model", ("error_text=framework-text",), EXCEPTION_TEXT),
         Deviation("a run that ends silently with an empty answer on malformed arguments",
                   ("non_object_arguments", "empty_proposal"),
-                  frozenset({("R2", "missed-invalid-call"), ("R11", "rejection-unanswered")}), _non_object_arguments),
+                  # set aside without an answer, or the run ended on it without asking the model again
+                  frozenset({("R2", "missed-invalid-call"), ("R11", "rejection-unanswered"),
+                             ("R22", "model-not-asked")}), _malformed_call),
     ),
     "mastra": (
         Deviation("a replayed call id executed again", ("id_binding", "error_text=framework-text"), REPLAY),
         Deviation("a conflicting id executed", ("id_binding", "error_text=framework-text"), CONFLICT),
-        Deviation("results paired with the wrong call in the history", ("id_binding", "error_text=framework-text"),
-                  frozenset({("R11", "wrong-output"), ("R11", "answers-out-of-order")})),
+        # (the history keeps one result per id: the model sees the other call's result, or none, for one of them).
+        # Under the whole profile: with id_binding strict the second execution under the id diverges first (R6/R7)
+        Deviation("results paired with the wrong call in the history", (),
+                  frozenset({("R11", "wrong-output"), ("R11", "answers-out-of-order"), ("R11", "answer-missing"),
+                             ("R11", "rejection-unanswered")}), _repeated_in_a_response),
         Deviation("the tool's exception text passed to the model", ("id_binding", "error_text=framework-text"), EXCEPTION_TEXT),
     ),
 }

@@ -361,3 +361,17 @@ def test_the_generator_helper_ends_when_its_campaign_is_gone() -> None:
     os.kill(ahead.pid, signal.SIGKILL)
     os.waitpid(ahead.pid, 0)
     pytest.fail("the generator helper outlived its campaign")
+
+
+def test_a_loop_campaign_runs_its_opening_focused_examples_whatever_the_shrink_time(tmp_path: Path) -> None:
+    """The focused examples that open a loop campaign (one per FOCUS feature) run even after the shrink time has
+    passed, so which features a campaign meets does not depend on how loaded the machine is: with no shrink time
+    at all, a divergence met in the opening still lets the rest of the opening run, and nothing after it."""
+    from loopspec.fuzz._generate import FOCUS
+
+    r = run(example_cmd("rounds-off-by-one"), tmp_path, mode="loop", max_examples=60, seed=3, shrink_seconds=0.0)
+    assert r.findings and r.stats["stoppedBy"] == "shrink-time"
+    assert r.stats["examples"] == len(FOCUS), r.stats
+    # the swarm examples after the opening are not exempt: a divergence there stops the campaign at once
+    g = Generator("loop", seed=3)
+    assert [g.opens(i) for i in range(len(FOCUS) + 2)] == [True] * len(FOCUS) + [False, False]

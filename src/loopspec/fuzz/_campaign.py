@@ -142,7 +142,7 @@ class Explorer:
         try:
             for i in indices:
                 why = stop()
-                if why is not None:
+                if why is not None and not (why == "shrink-time" and self.gen.opens(i)):  # (the opening ones run)
                     self.stats.stopped = why
                     return
                 got = ahead.get(i) if ahead is not None else None

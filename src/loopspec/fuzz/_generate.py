@@ -13,10 +13,12 @@ same whatever ``PYTHONHASHSEED`` is — with:
   generator knows which spec transitions each example takes before it is sent; about a third of
   the examples then aim at the reachable transition hit least so far;
 * **focused examples** (loop mode): the first examples of every campaign, whatever its seed, and then
-  every :data:`FOCUS_EVERY`-th, each isolate one loop feature (:data:`FOCUS`: a malformed call, a call id
+  every :data:`FOCUS_EVERY`-th, each isolate one loop feature (:data:`FOCUS`: malformed arguments, a malformed id, a call id
   repeated or reused in a later round, a failing tool, the step limit reached with calls in its last round, a
-  call id repeated within one response) with everything that could diverge before it switched off, so that a run's first divergence, if
-  any, is that feature's: a campaign meets each feature in isolation for any seed, not by luck.
+  call id repeated within one response) with everything that could diverge before it switched off, so that a run's
+  first divergence, if any, is that feature's: a campaign meets each feature in isolation for any seed, not by luck.
+  The opening ones (:meth:`Generator.opens`) run even after the campaign's shrink time has passed, so how loaded the machine
+  is does not decide which features a campaign meets either.
 
 The prediction (:mod:`._prediction`) doubles as the fast path of the judging stage. This is the first
 stage of a campaign (generate → run → judge → reduce → report): it imports no other stage.
@@ -140,13 +142,20 @@ class _Swarm:
 #: the relations of its calls. Everything else is off: lenient schemas, no failures (but for "failure"), continue
 #: mode, no limits (but the step limit for "last-round"), no retries, well-formed model replies.
 FOCUS: Final[dict[str, tuple[str, ...]]] = {
-    "malformed": ("fresh", "malformed"),  # a call without a valid id, name or object arguments (R2, R1's first check)
+    # a call whose arguments are not an object (R2, R1's first check), then one without a valid id or name: one in
+    # the last response of each step, beside a well-formed call (alone, its response would have no call to run)
+    "malformed-arguments": ("fresh",),
+    "malformed-id": ("fresh",),
     "replay": ("fresh", "replay"),  # a call id repeated with the same content in a later round (R6)
     "conflict": ("fresh", "conflict"),  # a call id reused for other content in a later round (R7)
     "failure": ("fresh",),  # a tool that fails (its exception text must not reach the model, R15)
     "last-round": ("fresh",),  # the step limit reached with calls in the last allowed round (R19, R11)
     "duplicate": ("fresh", "replay", "conflict"),  # a call id repeated within one response (R5-R7, R11)
 }
+#: the malformed shapes (MALFORMED) of each malformed focus
+_SHAPES: Final = {"malformed-arguments": ("arguments-string", "arguments-list", "missing-arguments", "null-arguments"),
+                  "malformed-id": ("missing-id", "numeric-id", "blank-id", "empty-id", "numeric-name",
+                                   "unicode-blank-id", "not-an-object", "null")}
 #: after the first len(FOCUS) examples, every FOCUS_EVERY-th example is a focused one (the next feature in turn)
 FOCUS_EVERY: Final = 6
 
@@ -277,6 +286,11 @@ class Generator:
             self.unknown = unknown_names(self.declared.names)
         self.hits: Counter[str] = Counter()
         self.reachable = REACHABLE["batch-concurrent" if self.concurrency else mode]
+
+    def opens(self, i: int) -> bool:
+        """Is example ``i`` one of the focused examples that open a loop campaign, one per feature (they run even
+        after the shrink time has passed)?"""
+        return self.mode == "loop" and i < len(FOCUS) and focus_of(i) is not None
 
     def rng(self, i: int) -> random.Random:
         return random.Random(self.seed * 1_000_003 + i * 7_919 + (1 if self.mode == "loop" else 0))
@@ -416,6 +430,9 @@ class Generator:
                 # repeats of a call of an earlier round, or (duplicate) of this response
                 calls.append(self._focused_call(r, sw, tools, calls if sw.focus == "duplicate" else earlier,
                                                 len(earlier) + len(calls)))
+            if sw.focus in _SHAPES and len(model) == rounds - 1:  # every step holds a malformed call, last
+                odd = {"id": f"call_{len(earlier) + len(calls) + 1}", "name": tools[0]["name"], "arguments": {}}
+                calls.append(malformed(odd, r.choice(_SHAPES[sw.focus])))
             earlier.extend(calls)
             model.append({"calls": calls})
         model.append({"final": "the answer"})
@@ -441,7 +458,10 @@ class Generator:
             return resolve_call(plan, earlier, tools, self.source, self.unknown)
         call = resolve_call((RELATIONS.index("fresh"), *plan[1:]), earlier, tools, self.source, self.unknown)
         call["id"] = f"call_{n + 1}"
-        return malformed(call, MALFORMED[plan[6]]) if relation == "malformed" else call
+        if relation == "malformed":
+            shapes = _SHAPES.get(sw.focus or "", MALFORMED)
+            return malformed(call, shapes[plan[6] % len(shapes)])
+        return call
 
     def example(self, i: int) -> tuple[list[Planned], set[str]]:
         """Example ``i``: its steps with their predictions, and the loop-mode features it shows."""

@@ -74,6 +74,10 @@ class WritesGenerator:
             raise ValueError("--mode writes: no declared tool is a write (every one has readOnlyHint true, or no "
                              "property to key it by)")
 
+    def opens(self, i: int) -> bool:
+        """No writes campaign opens with focused examples (see :meth:`Generator.opens`)."""
+        return False
+
     def rng(self, i: int) -> random.Random:
         return random.Random(self.seed * 1_000_003 + i)
 
