@@ -47,8 +47,9 @@ class Closed:
     note: str | None
 
 
-class OpenTraces:
-    """Open traces in order of their last span (oldest first), and the ids of the traces already closed."""
+class _Bounded:
+    """What the two holders share: ``idle`` seconds without news close what they hold, at most ``max_open`` are
+    held, and the keys of the last ``remember`` closed are kept; ``spans`` counts the spans held."""
 
     def __init__(self, *, idle: float, max_open: int, remember: int = 100_000) -> None:
         if idle <= 0 or max_open < 1 or remember < 1:
@@ -56,9 +57,16 @@ class OpenTraces:
         self.idle = idle
         self.max_open = max_open
         self.remember = remember
+        self.spans = 0
+
+
+class OpenTraces(_Bounded):
+    """Open traces in order of their last span (oldest first), and the ids of the traces already closed."""
+
+    def __init__(self, *, idle: float, max_open: int, remember: int = 100_000) -> None:
+        super().__init__(idle=idle, max_open=max_open, remember=remember)
         self.open: OrderedDict[str, Open] = OrderedDict()
         self.closed: OrderedDict[str, None] = OrderedDict()
-        self.spans = 0  # spans held
 
     def was_closed(self, trace: str) -> bool:
         return trace in self.closed
@@ -146,7 +154,7 @@ class Conversation:
     note: str | None
 
 
-class HeldConversations:
+class HeldConversations(_Bounded):
     """Conversations stitched from one model client's traces as they close, in order of their last trace (oldest
     first). A closed trace that is such a call joins the held conversation whose last call its request continues
     (matched by the prefix keys the oracle computes, :func:`loopspec.oracle.check_trace`; the oracle then
@@ -156,15 +164,10 @@ class HeldConversations:
     trace of it is judged as a run that starts mid-conversation."""
 
     def __init__(self, *, idle: float, max_open: int, remember: int = 100_000) -> None:
-        if idle <= 0 or max_open < 1 or remember < 1:
-            raise ValueError("idle must be > 0, max_open and remember >= 1")
-        self.idle = idle
-        self.max_open = max_open
-        self.remember = remember
+        super().__init__(idle=idle, max_open=max_open, remember=remember)
         self.held: OrderedDict[int, Held] = OrderedDict()
         self.index: dict[Key, set[int]] = {}
         self.judged: OrderedDict[Key, str] = OrderedDict()  # exit keys of judged conversations -> their first trace
-        self.spans = 0
         self._next = 0
 
     def add(self, c: Closed, entry: list[Key], exits: list[Key], now: float) -> None:
