@@ -246,34 +246,19 @@ def record_pydantic_ai(sc: dict[str, Any], out: Path, stem: str, seed: int) -> N
 # --------------------------------------------------------------------------------------------
 
 
-def record_openai_agents(sc: dict[str, Any], out: Path, stem: str, seed: int) -> None:
-    import httpx
-    from agents import (
-        Agent,
-        OpenAIChatCompletionsModel,
-        Runner,
-        function_tool,
-        set_trace_processors,
-        set_tracing_disabled,
-    )
-    from openai import AsyncOpenAI
-    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
-    rec = _recorder()
-    # tracing is what is recorded here: on, whatever the environment says (loopspec's own Agents SDK
-    # adapter turns it off, and a run under pytest may inherit that)
-    set_tracing_disabled(False)
-    if "openai-agents" not in rec.instrumented:
-        set_trace_processors([])  # no exporter to OpenAI: only the OpenTelemetry bridge below
-        OpenAIAgentsInstrumentor().instrument(tracer_provider=rec.provider)
-        rec.instrumented.add("openai-agents")
-    rec.start(out, stem, seed)
-    script = list(sc["script"])
+def scripted_chat_client(script: list[Any]) -> Any:
+    """An OpenAI AsyncOpenAI client whose Chat Completions endpoint answers from ``script``, no network: each step a
+    final text (a string) or the tool calls [(id, name, arguments), ...] of one response."""
+    import httpx
+    from openai import AsyncOpenAI
+
+    steps = list(script)
     k = [0]
 
     def handler(request: httpx.Request) -> httpx.Response:
         k[0] += 1
-        step = script.pop(0)
+        step = steps.pop(0)
         if isinstance(step, str):
             msg: dict[str, Json] = {"role": "assistant", "content": step}
         else:
@@ -285,8 +270,31 @@ def record_openai_agents(sc: dict[str, Any], out: Path, stem: str, seed: int) ->
             "choices": [{"index": 0, "message": msg, "finish_reason": "stop" if isinstance(step, str) else "tool_calls"}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 
-    client = AsyncOpenAI(api_key="sk-scripted", base_url="http://scripted.invalid/v1",
-                         http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    return AsyncOpenAI(api_key="sk-scripted", base_url="http://scripted.invalid/v1",
+                       http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+
+
+def record_openai_agents(sc: dict[str, Any], out: Path, stem: str, seed: int) -> None:
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        Runner,
+        function_tool,
+        set_trace_processors,
+        set_tracing_disabled,
+    )
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    rec = _recorder()
+    # tracing is what is recorded here: on, whatever the environment says (loopspec's own Agents SDK
+    # adapter turns it off, and a run under pytest may inherit that)
+    set_tracing_disabled(False)
+    if "openai-agents" not in rec.instrumented:
+        set_trace_processors([])  # no exporter to OpenAI: only the OpenTelemetry bridge below
+        OpenAIAgentsInstrumentor().instrument(tracer_provider=rec.provider)
+        rec.instrumented.add("openai-agents")
+    rec.start(out, stem, seed)
+    client = scripted_chat_client(sc["script"])
     weather = _counter()
 
     @function_tool

@@ -34,7 +34,7 @@ from tests.telemetry_instrumentations import (
     _openai_agents,
     _protobuf_json_exporter,
 )
-from tests.telemetry_recordings import _Recorder
+from tests.telemetry_recordings import _Recorder, scripted_chat_client
 
 Json = Any
 
@@ -65,30 +65,6 @@ PROTOBUF_JSON_GROUPS = ("openai-v2-pydantic-ai",)
 SEEDS = {g: 300 + 10 * k for k, g in enumerate(GROUPS)}
 
 
-def _scripted_client(script: list[Any]) -> Any:
-    import httpx
-    from openai import AsyncOpenAI
-
-    steps = list(script)
-    k = [0]
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        k[0] += 1
-        step = steps.pop(0)
-        if isinstance(step, str):
-            msg: dict[str, Json] = {"role": "assistant", "content": step}
-        else:
-            msg = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-                for cid, name, args in step]}
-        return httpx.Response(200, json={
-            "id": f"chatcmpl-{k[0]}", "object": "chat.completion", "created": 1_700_000_000 + k[0],
-            "model": "gpt-4o",
-            "choices": [{"index": 0, "message": msg, "finish_reason": "stop" if isinstance(step, str) else "tool_calls"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-
-    return AsyncOpenAI(api_key="sk-scripted", base_url="http://scripted.invalid/v1",
-                       http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
 
 
 def _pydantic_ai(script: list[Any], log: _Log) -> list[str]:
@@ -98,7 +74,7 @@ def _pydantic_ai(script: list[Any], log: _Log) -> list[str]:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=_scripted_client(script)))
+    model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=scripted_chat_client(script)))
     agent = Agent(model)
 
     @agent.tool_plain
