@@ -3,9 +3,10 @@
 for its default loop, over many seeds.
 
 For every framework (the AI SDK, OpenAI Agents JS, LangGraph JS in its default createReactAgent v1, Mastra) and
-every deviation of :data:`EXPECTED`, a loop campaign of ``--examples`` examples (20) and ``--shrink-time`` 30 s
-(exploring stops that long after the first divergence, as ``loopspec fuzz --shrink-time`` says; the test
-tests/test_frameworks_typescript.py runs the same campaigns) is judged under the framework's profile with the parameters that
+every deviation of :data:`EXPECTED`, a loop campaign of ``--examples`` examples (20) and ``--shrink-time`` 10 s
+(exploring stops that long after the first divergence, as ``loopspec fuzz --shrink-time`` says, but for the
+focused examples that open the campaign, which always run; the test tests/test_frameworks_typescript.py runs the
+same campaigns) is judged under the framework's profile with the parameters that
 would explain the deviation put back to the strict default (every other choice kept, so nothing else hides it),
 as the tests do; one campaign per framework and profile variant serves every deviation it looks for. A deviation
 is found by a seed when the campaign reports a finding :func:`matches` it: its rule and kind, and what the
@@ -146,7 +147,7 @@ def profile_for(name: str, strict: Sequence[str]) -> Any:
     return out.with_values(spec, **values) if values else out
 
 
-def campaigns(name: str, seed: int, examples: int = 20, out: str | None = None, *, shrink: float = 30.0,
+def campaigns(name: str, seed: int, examples: int = 20, out: str | None = None, *, shrink: float = 10.0,
               focused: bool = True) -> dict[tuple[str, ...], Json]:
     """Run the framework's campaigns for one seed: variant (the parameters it changes) -> (findings, seconds).
     ``focused`` False: without the generator's focused examples (the anchor)."""
@@ -183,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--examples", type=int, default=20)
-    ap.add_argument("--shrink-time", type=float, default=30.0)
+    ap.add_argument("--shrink-time", type=float, default=10.0)
     ap.add_argument("--frameworks", default=",".join(EXPECTED))
     ap.add_argument("--anchor", action="store_true", help="also run without the focused examples")
     ap.add_argument("--json", action="store_true")

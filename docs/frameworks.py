@@ -46,6 +46,7 @@ from loopspec.support.text import write_atomic  # noqa: E402
 REUSE = False
 #: the campaigns (their build/frameworks/ directories) whose reports were reused, and those that ran
 REUSED: list[str] = []
+REUSED_DATES: set[str] = set()  # the dates the reused reports carry
 FRESH: list[str] = []
 
 
@@ -56,6 +57,7 @@ def campaign(impl: str, mode: str, out: Path, examples: int, seed: int, shrink: 
     if REUSE and report.with_suffix(".json").is_file():
         REUSED.append(out.name)
         data = json.loads(report.with_suffix(".json").read_text(encoding="utf-8"))
+        REUSED_DATES.add(str(data.get("date")))
         return data, sum((data.get(k) or {}).get("seconds", 0.0) for k in ("stats", "strictStats"))
     FRESH.append(out.name)
     t0 = time.perf_counter()
@@ -211,7 +213,7 @@ LAST_ROUND = (
     "create_react_agent answers them with its fixed text instead; createAgent does so only with a "
     "`remainingSteps` state field, `langchain/dist/agents/nodes/AgentNode.js`: `const remainingSteps = "
     "\"remainingSteps\" in state ? state.remainingSteps : void 0;`). Those calls ran and are never answered: "
-    "R11 `answer-missing`, a deviation no profile choice explains."
+    "R11 `last-round-unanswered`, a deviation no profile choice explains."
 )
 
 
@@ -229,6 +231,31 @@ MASTRA_TRACES = (
     "which `loopspec check` reads (observed). The pass and tool-error recordings conform, the replay is R6 and the "
     "conflict R7; what was sent back to the model is not recorded, so R11 and R15 are not witnessed there."
 )
+
+
+#: the page's paragraph on the TypeScript frameworks (written by a full run, replaced by --add)
+_TS_MARKER = re.compile(r"^The TypeScript frameworks (?:were added on|ran with) .*$", re.M)
+
+
+def _ts_paragraph(lead: str) -> str:
+    """The paragraph on how the TypeScript frameworks run, after ``lead`` (when and with which versions)."""
+    return (lead + " (the versions the committed package-lock.json pins, "
+            "src/loopspec/frameworks/js/). Each runs as a Node.js process speaking the adapter protocol "
+            "(loopspec.frameworks.typescript), with the framework's own loop, a scripted model driven by "
+            "`model.next` and tools whose executions go to `tool.execute`; the adapter reads the answers "
+            "from what the framework puts in front of the model, as the Python adapters do. The frameworks start a "
+            "response's tool calls together (their default), and the adapters announce the `concurrency` "
+            "capability: in a concurrent batch step each tool body sends its `tool.execute` when the "
+            "framework starts it and awaits the answer the harness holds and releases in the order the "
+            "step's schedule picks (protocol section 7; `tool.waiting` when Node's event loop has run "
+            "dry), and a body whose abort signal fires sends `$/cancelRequest`, so R29-R35 are "
+            "exercised as for the Python frameworks (observed: the four answer in request order whatever "
+            "the completion order; in abort mode Agents JS and LangGraph JS abort the other bodies and "
+            "keep no answer of the response). The AI SDK "
+            "and Mastra have no way to end a run on a tool failure (its exception becomes a result the "
+            "model sees), so their steps run in continue mode only; LangGraph's abort mode is "
+            "ToolNode's `handleToolErrors: false`, the Agents SDK's `errorFunction: null`." + LAST_ROUND
+            + MASTRA_TRACES)
 
 
 def add(names: list[str], args: argparse.Namespace) -> int:
@@ -344,26 +371,9 @@ def add(names: list[str], args: argparse.Namespace) -> int:
             f"{' '.join(n.split()[0] for n in versions)} --examples {args.examples} --shrink-time {args.shrink_time:g} "
             f"--matrix-examples {args.matrix_examples} --matrix-shrink-time {args.matrix_shrink_time:g} --seed "
             f"{args.seed}` with {', '.join(versions)}")
-    marker = re.compile(r"^The TypeScript frameworks were added on .*$", re.M)
     if done & set(NODE):
-        ts_note = note + (" (the versions the committed package-lock.json pins, "
-                          "src/loopspec/frameworks/js/). Each runs as a Node.js process speaking the adapter protocol "
-                          "(loopspec.frameworks.typescript), with the framework's own loop, a scripted model driven by "
-                          "`model.next` and tools whose executions go to `tool.execute`; the adapter reads the answers "
-                          "from what the framework puts in front of the model, as the Python adapters do. The frameworks start a "
-                          "response's tool calls together (their default), and the adapters announce the `concurrency` "
-                          "capability: in a concurrent batch step each tool body sends its `tool.execute` when the "
-                          "framework starts it and awaits the answer the harness holds and releases in the order the "
-                          "step's schedule picks (protocol section 7; `tool.waiting` when Node's event loop has run "
-                          "dry), and a body whose abort signal fires sends `$/cancelRequest`, so R29-R35 are "
-                          "exercised as for the Python frameworks (observed: the four answer in request order whatever "
-                          "the completion order; in abort mode Agents JS and LangGraph JS abort the other bodies and "
-                          "keep no answer of the response). The AI SDK "
-                          "and Mastra have no way to end a run on a tool failure (its exception becomes a result the "
-                          "model sees), so their steps run in continue mode only; LangGraph's abort mode is "
-                          "ToolNode's `handleToolErrors: false`, the Agents SDK's `errorFunction: null`." + LAST_ROUND
-                          + MASTRA_TRACES)
-        page = marker.sub(ts_note, page) if marker.search(page) else page.replace(
+        ts_note = _ts_paragraph(note)
+        page = _TS_MARKER.sub(ts_note, page) if _TS_MARKER.search(page) else page.replace(
             "\n\nEach framework runs in process", "\n\n" + ts_note + "\n\nEach framework runs in process", 1)
     write_atomic(args.out, with_scorecard(page))
     print(f"wrote {args.out}", file=sys.stderr)
@@ -489,9 +499,18 @@ def main() -> int:
             if r.case:
                 risk_lines += [f"  Case: `{rel(r.case)}`", ""]
     matrix_text = ("\n".join(matrix_rows) if len(matrix_rows) > 2 else "No setting changed what the campaigns found.")
-    reused_note = (f"\n\nAssembled with `--from-build`: the reports of {len(REUSED)} campaigns are those an earlier run of "
-                   f"this command left in build/frameworks/ (their seconds are the campaigns' own); {len(FRESH)} ran on "
-                   f"this date ({', '.join(sorted(FRESH))}), and so did the probes." if REUSED else "")
+    if REUSED and FRESH:
+        reused_note = (f"\n\nAssembled with `--from-build`: the reports of {len(REUSED)} campaigns are those an earlier "
+                       f"run of this command left in build/frameworks/ (their seconds are the campaigns' own); "
+                       f"{len(FRESH)} ran on this date ({', '.join(sorted(FRESH))}), and so did the probes.")
+    elif REUSED:
+        reused_note = (f"\n\nAssembled with `--from-build` from the reports of the {len(REUSED)} campaigns a run of this "
+                       f"command left in build/frameworks/ on {', '.join(sorted(REUSED_DATES))} (their seconds are the "
+                       "campaigns' own); no campaign ran again, the probes did.")
+    else:
+        reused_note = ""
+    ts_versions = [v for v in versions if v.split()[0] in NODE]
+    ts_note = "\n\n" + _ts_paragraph(f"The TypeScript frameworks ran with {', '.join(ts_versions)}") if ts_versions else ""
     head = f"""# loopspec against real agent frameworks
 
 Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples {args.examples} --shrink-time \
@@ -499,7 +518,7 @@ Generated on {date.today().isoformat()} by `python docs/frameworks.py --examples
 {args.seed}` with {", ".join(versions)}: the versions CI installs
 (`.ci/frameworks-constraints.txt`, also the lower bounds of the `frameworks` extra in pyproject.toml; Google ADK's in
 `.ci/adk-constraints.txt`) and fuzzes in smaller campaigns (tests/test_frameworks_fuzz.py). Everything below is what
-the runs showed, nothing else.{reused_note}
+the runs showed, nothing else.{reused_note}{ts_note}
 
 Each framework runs in process with its adapter (`src/loopspec/frameworks/`): a scripted model, the
 framework's own tool-calling path, tools registered the framework's way whose bodies count every real
