@@ -351,3 +351,40 @@ def test_failing_vectors_give_their_next_step_in_json_too(tmp_path: Path) -> Non
     assert f"--file {wrong}" in _next_command(text)  # the same vectors, not the shipped ones
     assert _run(*_next_command(text).split()[1:])[0] == 1
     assert _json_next("vectors") == (0, None)
+
+
+def _html_next(path: Path) -> str | None:
+    import html
+    import re
+
+    m = re.search(r'<p class="next">Next: <code>(.*?)</code></p>', path.read_text(encoding="utf-8"), re.S)
+    return html.unescape(m.group(1)) if m else None
+
+
+def test_the_html_report_names_the_same_next_step(tmp_path: Path) -> None:
+    """--html's "Next:" line is the command the text's `next:` line names (one NextStep per command), for fuzz,
+    verify and check; none when nothing was found."""
+    import shlex
+
+    from loopspec.cli.demo import loop_section, tamper_replay
+
+    impl = f"{shlex.quote(sys.executable)} -m loopspec.examples.executor --bug replay-reexecutes"
+    page = tmp_path / "fuzz.html"
+    code, text, err = _run("fuzz", "--impl", impl, "-x", "--seed", "1", "--out", str(tmp_path / "f"), "--html",
+                           str(page))
+    assert code == 1, err
+    assert _html_next(page) == _next_command(text)
+    argv = ("verify", "--scope", "batch", "--bound", "batch.calls=3", "--variant", "replay-re-executes")
+    page = tmp_path / "verify.html"
+    code, text, _ = _run(*argv, "--out", str(tmp_path / "v"), "--html", str(page))
+    assert code == 1 and _html_next(page) == _next_command(text)
+    with contextlib.redirect_stdout(io.StringIO()):
+        _, run = loop_section(False, False)
+    bad, good = tmp_path / "bad.ndjson", tmp_path / "good.ndjson"
+    bad.write_text(tamper_replay(run.ledger.to_ndjson()), encoding="utf-8")
+    good.write_text(run.ledger.to_ndjson(), encoding="utf-8")
+    page = tmp_path / "check.html"
+    code, text, _ = _run("check", str(bad), "--html", str(page))
+    assert code == 1 and _html_next(page) == _next_command(text)
+    code, _, _ = _run("check", str(good), "--html", str(page))
+    assert code == 0 and _html_next(page) is None

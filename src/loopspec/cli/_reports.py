@@ -290,8 +290,9 @@ def _load(path: Path) -> Json:
 
 def fuzz_report(args: argparse.Namespace, result: Any, out: Path, *, impl_info: Mapping[str, Json] | None,
                 profile: str | None, strict: Any = None, argv: Sequence[str] | None = None,
-                seconds: float | None = None, exit_code: int = 0) -> Report:
-    """A fuzz campaign's report: its findings (rows), a JUnit case per rule and per protocol check."""
+                seconds: float | None = None, exit_code: int = 0, next_step: str | None = None) -> Report:
+    """A fuzz campaign's report: its findings (rows), a JUnit case per rule and per protocol check; ``next_step``
+    the command the text's ``next:`` line and the JSON's ``"next"`` name (one :class:`NextStep` for all three)."""
     from ..fuzz._outputs import finding_summary
     from ..fuzz._report import replay_command, report_data
     from ..judge.verdict import PROTOCOL_CODES
@@ -384,9 +385,7 @@ def fuzz_report(args: argparse.Namespace, result: Any, out: Path, *, impl_info: 
     if isinstance(cov, dict) and isinstance(cov.get("transitions"), dict) and mode != "writes":
         report.coverage = {str(k): int(v) for k, v in cov["transitions"].items() if isinstance(v, int)}
         report.coverage_label = str(cov.get("label", ""))
-    if by_rule:
-        first = result.findings[0]
-        report.next_step = by_rule[first.rule][0][1]
+    report.next_step = next_step or ""
     return report
 
 
@@ -476,7 +475,9 @@ class CheckReports:
     def error(self, err: Any) -> None:
         self.errors.setdefault(err.file, []).append(err.text())
 
-    def finish(self, summary: Any, exit_code: int) -> list[str]:
+    def finish(self, summary: Any, exit_code: int, next_step: str | None = None) -> list[str]:
+        """Write the reports; ``next_step`` the command the text's ``next:`` line and the JSON's ``"next"`` name
+        (``check``); None: the first failing run's own command (``monitor``, which prints no ``next:`` line)."""
         from ..render.report import Case, Item, rule_sort_key
 
         for file, texts in self.errors.items():
@@ -502,9 +503,10 @@ class CheckReports:
 
             r.coverage = {t.id: self.coverage.get(t.id, 0) for t in default_spec().transitions}
             r.coverage_label = "the paths of the recorded runs that have one (ledgers)"
-        first = next((it for it in r.items if it.verdict == "fails"), None)
-        if first is not None and first.replay:
-            r.next_step = first.replay
+        if next_step is None:
+            first = next((it for it in r.items if it.verdict == "fails"), None)
+            next_step = first.replay if first is not None else None
+        r.next_step = next_step or ""
         return write_reports(self.args, r, self.junit)
 
     def abandon(self) -> None:
@@ -519,7 +521,7 @@ class CheckReports:
 
 def verify_report(args: argparse.Namespace, report: Mapping[str, Json], results: Sequence[Any],
                   explanation: str | None, *, argv: Sequence[str] | None = None, seconds: float | None = None,
-                  exit_code: int = 0) -> Report:
+                  exit_code: int = 0, next_step: str | None = None) -> Report:
     """``loopspec verify``'s report: the counterexample (a row), a JUnit case per rule whose invariants the
     model checker checks, coverage of the spec transitions."""
     from ..render.report import Case, Item, PathTrace, Report, StepTable
@@ -590,6 +592,5 @@ def verify_report(args: argparse.Namespace, report: Mapping[str, Json], results:
         r.notes.append(f"Coverage shortfall (not a violation): {', '.join(shortfall)} not reached within these bounds.")
     for d in report.get("expected_differs") or []:
         r.notes.append(f"Expected figures differ: {d}")
-    if not report["passed"] and args.out:
-        r.next_step = shlex.join(["loopspec", "diagram", "--trace", str(Path(args.out) / "trace.json")])
+    r.next_step = next_step or ""
     return r

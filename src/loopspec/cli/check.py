@@ -600,7 +600,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"loopspec check: error: the report could not be written to stdout ({printable(out.error)}); the "
               f"check ran to the end: {total.line()}", file=sys.stderr)
     if reports is not None:
-        for path in reports.finish(total, code):
+        for path in reports.finish(total, code, next_json(step)):
             print(f"loopspec check: wrote {path}", file=sys.stderr)
     code = out.exit_code(code)
     return EXIT_USAGE if code == 2 else code

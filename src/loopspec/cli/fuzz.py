@@ -274,7 +274,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.html or args.junit:
         code = EXIT_FOUND if not result.ok else interrupted_exit(result) if result.interrupted else EXIT_OK
         rep = fuzz_report(args, result, out, impl_info=factory.info, profile=profile, strict=strict_result,
-                          argv=getattr(args, "argv", None), seconds=time.perf_counter() - started, exit_code=code)
+                          argv=getattr(args, "argv", None), seconds=time.perf_counter() - started, exit_code=code,
+                          next_step=next_json(suggestion(result, out, args)))
         for path in write_reports(args, rep):
             say(f"wrote {path}")
     if args.format == "json":

@@ -221,7 +221,8 @@ def handle(args: argparse.Namespace) -> int:
     code = EXIT_OK if report["passed"] else EXIT_FOUND
     if args.html or args.junit:
         rep = verify_report(args, report, results, explain(lifted) if lifted else crash_text,
-                            argv=getattr(args, "argv", None), seconds=time.perf_counter() - started, exit_code=code)
+                            argv=getattr(args, "argv", None), seconds=time.perf_counter() - started, exit_code=code,
+                            next_step=next_json(step))
         for path in write_reports(args, rep):
             print(f"loopspec verify: wrote {path}", file=sys.stderr)
     if expected_diffs:
