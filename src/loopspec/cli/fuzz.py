@@ -107,8 +107,9 @@ def register(sub: Any) -> None:
                         "a protocol failure); example: a fresh process for every example (slower). Reported cases "
                         "are always re-checked in a fresh process")
     p.add_argument("--shrink-time", type=seconds, default=120.0, metavar="S",
-                   help="stop exploring S seconds after the first divergence; reducing one finding also takes at "
-                        "most S seconds (default 120)")
+                   help="stop exploring S seconds after the first divergence (a loop campaign's opening focused "
+                        "examples, one per loop feature, run anyway); reducing one finding also takes at most S "
+                        "seconds (default 120)")
     p.add_argument("-x", "--exitfirst", action="store_true",
                    help="stop at the first reduced case (as pytest -x): its case is on disk as soon as it is reduced")
     p.add_argument("--time-budget", type=seconds, metavar="S",
