@@ -37,7 +37,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from tests.telemetry_recordings import _Recorder
+from tests.telemetry_recordings import _Recorder, scripted_chat_client
 
 Json = Any
 
@@ -219,7 +219,6 @@ def _openai_agents(script: list[Any], log: _Log, *, responses: bool = False, han
     answers the script. ``content`` False: ``RunConfig(trace_include_sensitive_data=False)``; ``runs`` 2: two Runner
     runs one after the other in one ``trace()``; ``guardrails``: an input guardrail that passes (run before the
     model) and an output guardrail that trips on the final answer."""
-    import httpx
     from agents import (
         Agent,
         OpenAIChatCompletionsModel,
@@ -229,45 +228,8 @@ def _openai_agents(script: list[Any], log: _Log, *, responses: bool = False, han
         function_tool,
         trace,
     )
-    from openai import AsyncOpenAI
 
-    steps = list(script)
-    k = [0]
-
-    def chat(step: Any) -> dict[str, Json]:
-        if isinstance(step, str):
-            msg: dict[str, Json] = {"role": "assistant", "content": step}
-        else:
-            msg = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-                for cid, name, args in step]}
-        return {
-            "id": f"chatcmpl-{k[0]}", "object": "chat.completion", "created": 1_700_000_000 + k[0],
-            "model": "gpt-4o",
-            "choices": [{"index": 0, "message": msg, "finish_reason": "stop" if isinstance(step, str) else "tool_calls"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
-
-    def response(step: Any) -> dict[str, Json]:
-        if isinstance(step, str):
-            output: list[dict[str, Json]] = [{"type": "message", "id": f"msg_{k[0]}", "role": "assistant",
-                                              "status": "completed",
-                                              "content": [{"type": "output_text", "text": step, "annotations": []}]}]
-        else:
-            output = [{"type": "function_call", "id": f"fc_{k[0]}_{j}", "call_id": cid, "name": name,
-                       "arguments": json.dumps(args), "status": "completed"} for j, (cid, name, args) in enumerate(step)]
-        return {"id": f"resp_{k[0]}", "object": "response", "created_at": 1_700_000_000 + k[0], "model": "gpt-4o",
-                "status": "completed", "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
-                "tools": [], "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
-                                       "input_tokens_details": {"cached_tokens": 0},
-                                       "output_tokens_details": {"reasoning_tokens": 0}}}
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        k[0] += 1
-        step = steps.pop(0)
-        return httpx.Response(200, json=response(step) if responses else chat(step))
-
-    client = AsyncOpenAI(api_key="sk-scripted", base_url="http://scripted.invalid/v1",
-                         http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    client = scripted_chat_client(script, responses=responses)
     if instrument_client is not None:
         instrument_client(client)
 

@@ -247,28 +247,46 @@ def record_pydantic_ai(sc: dict[str, Any], out: Path, stem: str, seed: int) -> N
 
 
 
-def scripted_chat_client(script: list[Any]) -> Any:
-    """An OpenAI AsyncOpenAI client whose Chat Completions endpoint answers from ``script``, no network: each step a
-    final text (a string) or the tool calls [(id, name, arguments), ...] of one response."""
+def scripted_chat_client(script: list[Any], *, responses: bool = False) -> Any:
+    """An OpenAI AsyncOpenAI client whose endpoint answers from ``script``, no network: each step a final text (a
+    string) or the tool calls [(id, name, arguments), ...] of one response, as a Chat Completions body (or, with
+    ``responses``, a Responses API body)."""
     import httpx
     from openai import AsyncOpenAI
 
     steps = list(script)
     k = [0]
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        k[0] += 1
-        step = steps.pop(0)
+    def chat(step: Any) -> dict[str, Json]:
         if isinstance(step, str):
             msg: dict[str, Json] = {"role": "assistant", "content": step}
         else:
             msg = {"role": "assistant", "content": None, "tool_calls": [
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
                 for cid, name, args in step]}
-        return httpx.Response(200, json={
+        return {
             "id": f"chatcmpl-{k[0]}", "object": "chat.completion", "created": 1_700_000_000 + k[0], "model": "gpt-4o",
             "choices": [{"index": 0, "message": msg, "finish_reason": "stop" if isinstance(step, str) else "tool_calls"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+    def response(step: Any) -> dict[str, Json]:
+        if isinstance(step, str):
+            output: list[dict[str, Json]] = [{"type": "message", "id": f"msg_{k[0]}", "role": "assistant",
+                                              "status": "completed",
+                                              "content": [{"type": "output_text", "text": step, "annotations": []}]}]
+        else:
+            output = [{"type": "function_call", "id": f"fc_{k[0]}_{j}", "call_id": cid, "name": name,
+                       "arguments": json.dumps(args), "status": "completed"} for j, (cid, name, args) in enumerate(step)]
+        return {"id": f"resp_{k[0]}", "object": "response", "created_at": 1_700_000_000 + k[0], "model": "gpt-4o",
+                "status": "completed", "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
+                "tools": [], "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                                       "input_tokens_details": {"cached_tokens": 0},
+                                       "output_tokens_details": {"reasoning_tokens": 0}}}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        k[0] += 1
+        step = steps.pop(0)
+        return httpx.Response(200, json=response(step) if responses else chat(step))
 
     return AsyncOpenAI(api_key="sk-scripted", base_url="http://scripted.invalid/v1",
                        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
