@@ -246,7 +246,7 @@ def _calling(run: Run, name: str, received: dict[str, Json]) -> int | None:
     The body sees an optional property as ``None`` whether the call gave ``null`` or left it out (its
     parameters default to ``None``), so both sides are compared without ``None`` values: a call
     ``{"tenant": null}`` is not mistaken for a later ``{}`` of the same round (that made an R12 of our own)."""
-    given = {k: v for k, v in received.items() if v is not None}
+    given = _without_none(received)
     for exact in (True, False):
         for i in run.round_positions():
             c = run.call(i)

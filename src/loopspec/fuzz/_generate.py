@@ -450,17 +450,14 @@ class Generator:
     def _focused_call(self, r: random.Random, sw: _Swarm, tools: list[dict[str, Json]], earlier: list[Json],
                       n: int) -> Json:
         """A focused example's call (the step's ``n``-th): a repeat of one of ``earlier`` (replay, conflict) or a
-        call under an id no other call of the step has (malformed or not), so the focused relation is the step's
-        only repeated id."""
+        call under an id no other call of the step has, so the focused relation is the step's only repeated id (a
+        malformed focus adds its malformed call apart, :meth:`_focused_loop_step`)."""
         plan = self._call_plan(r, sw, len(tools))
         relation = RELATIONS[plan[0]]
         if relation in ("replay", "conflict") and any(_well_formed(c) for c in earlier):
             return resolve_call(plan, earlier, tools, self.source, self.unknown)
         call = resolve_call((RELATIONS.index("fresh"), *plan[1:]), earlier, tools, self.source, self.unknown)
         call["id"] = f"call_{n + 1}"
-        if relation == "malformed":
-            shapes = _SHAPES.get(sw.focus or "", MALFORMED)
-            return malformed(call, shapes[plan[6] % len(shapes)])
         return call
 
     def example(self, i: int) -> tuple[list[Planned], set[str]]:
